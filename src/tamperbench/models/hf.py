@@ -1,0 +1,189 @@
+"""The transformers backend: one object that every suite talks to.
+
+Why one object: the three suites need the same few things from a local model (exact chat-template
+token ids, plain batched generation, teacher-forced scoring, a step decoder that can be steered
+token by token, and hooks into the modules). Keeping them on one class means provenance and batch
+size travel together with the model, so every record can say exactly what produced it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel
+
+from tamperbench.errors import UserError
+from tamperbench.models.memory import choose_batch_size
+from tamperbench.models.step_decoder import StepDecoder
+
+__all__ = ["Generation", "HFBackend", "choose_batch_size"]
+
+
+class Generation(BaseModel):
+    """One generated answer and the exact prompt that produced it."""
+
+    text: str  # decoded new text, stop string (and everything after it) removed
+    token_ids: list[int]  # new token ids (through the token that completed a stop string)
+    prompt_text: str
+    prompt_ids: list[int]
+    finish_reason: Literal["eos", "length", "stop"]
+
+
+class HFBackend:
+    """A loaded transformers causal LM plus its tokenizer and provenance."""
+
+    def __init__(self, model, tokenizer, provenance, *, device: torch.device, max_batch_size: int):
+        if max_batch_size < 1:
+            raise UserError(f"--batch-size must be a positive integer, got {max_batch_size}")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.provenance = provenance
+        self.device = torch.device(device)
+        self.max_batch_size = int(max_batch_size)
+        self.eos_ids = _eos_ids(model, tokenizer)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.eos_ids[0])
+
+    @property
+    def provenance_id(self) -> str:
+        return self.provenance.id
+
+    # ---------------------------------------------------------------- templating
+    def _messages(self, messages: Sequence[dict], system: str | None) -> list[dict]:
+        msgs = [dict(m) for m in messages]
+        for i, m in enumerate(msgs):
+            if m.get("role") not in ("user", "assistant", "system") or not isinstance(m.get("content"), str):
+                raise UserError(f"message {i} needs role user|assistant|system and a string content, got {m!r}")
+        if system is not None:
+            if msgs and msgs[0]["role"] == "system":
+                raise UserError("both a system= argument and a system message were given; pass only one")
+            msgs = [{"role": "system", "content": system}, *msgs]
+        return msgs
+
+    def chat_text(self, messages: Sequence[dict], *, system: str | None = None,
+                  template_kwargs: dict | None = None) -> str:
+        """The exact prompt text after the chat template (generation prompt appended)."""
+        return self.tokenizer.apply_chat_template(
+            self._messages(messages, system), tokenize=False, add_generation_prompt=True,
+            **(template_kwargs or {}))
+
+    def chat_ids(self, messages: Sequence[dict], *, system: str | None = None,
+                 template_kwargs: dict | None = None) -> list[int]:
+        """Token ids of the templated prompt, as a plain list (transformers 5 returns a BatchEncoding)."""
+        out = self.tokenizer.apply_chat_template(
+            self._messages(messages, system), tokenize=True, add_generation_prompt=True,
+            **(template_kwargs or {}))
+        if hasattr(out, "keys") and "input_ids" in out:
+            out = out["input_ids"]
+        if isinstance(out, torch.Tensor):
+            out = out.tolist()
+        if out and isinstance(out[0], list):
+            out = out[0]
+        return [int(t) for t in out]
+
+    # ---------------------------------------------------------------- decoding
+    def step_decoder(self, *, topk: int = 20, capacity: int | None = None) -> StepDecoder:
+        """A fresh batched step decoder over this model (see step_decoder.py)."""
+        return StepDecoder(self.model, eos_ids=self.eos_ids, topk=topk, device=self.device,
+                           capacity=capacity or self.max_batch_size)
+
+    def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int,
+                      temperature: float = 0.0, seed: int = 0, stop: list[str] | None = None,
+                      system: str | None = None, template_kwargs: dict | None = None,
+                      progress: bool = True) -> list[Generation]:
+        """Batched generation for many conversations; greedy when temperature == 0.
+
+        Sampling draws each conversation's tokens from its own generator seeded with
+        (seed, conversation index), so a sampled answer does not depend on the batch size or on
+        which other conversations share its batch.
+        """
+        if max_new_tokens < 1:
+            raise UserError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        if temperature < 0:
+            raise UserError(f"temperature must be >= 0, got {temperature}")
+        stops = [s for s in (stop or []) if s]
+        prompts = [self.chat_ids(c, system=system, template_kwargs=template_kwargs) for c in conversations]
+        texts = [self.chat_text(c, system=system, template_kwargs=template_kwargs) for c in conversations]
+        from tamperbench.models.generate import run_generation
+
+        outs = run_generation(self, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
+                              seed=seed, stops=stops, progress=progress)
+        return [Generation(text=text, token_ids=ids, prompt_text=pt, prompt_ids=pi, finish_reason=fr)
+                for (ids, text, fr), pt, pi in zip(outs, texts, prompts)]
+
+    # ---------------------------------------------------------------- scoring
+    @torch.inference_mode()
+    def score(self, prompt_ids: Sequence[int], continuation_ids: Sequence[int], *,
+              chunk_size: int = 128) -> list[float]:
+        """Teacher-forced log p(continuation[i] | prompt, continuation[:i]) for every i.
+
+        The prompt and the continuation are streamed through the KV cache in chunks, so memory is
+        bounded by chunk_size x vocabulary rather than by the whole length x vocabulary.
+        """
+        from transformers import DynamicCache
+
+        if not prompt_ids:
+            raise UserError("score() needs a non-empty prompt")
+        cont = list(continuation_ids)
+        if not cont:
+            return []
+        ids = list(prompt_ids) + cont
+        cache = DynamicCache(config=self.model.config)
+        out: list[float] = []
+        n_prompt = len(prompt_ids)
+        pos = 0
+        # feed everything except the last token; logits at position j predict token j+1
+        while pos < len(ids) - 1:
+            end = min(pos + chunk_size, len(ids) - 1)
+            chunk = torch.tensor([ids[pos:end]], device=self.device)
+            keep_from = max(n_prompt - 1, pos)  # first position whose prediction we need
+            logits = self.model(input_ids=chunk, cache=cache, use_cache=True,
+                                logits_to_keep=end - keep_from if end > keep_from else 1).logits[0]
+            if end > keep_from:
+                logp = torch.log_softmax(logits.float(), dim=-1)
+                targets = torch.tensor(ids[keep_from + 1:end + 1], device=self.device)
+                out.extend(logp.gather(1, targets[:, None])[:, 0].tolist())
+            pos = end
+        return out
+
+    # ---------------------------------------------------------------- hooks
+    @contextmanager
+    def hooks(self, hooks: Sequence[tuple[str, Any]]) -> Iterator[None]:
+        """Install (site, fn) forward hooks for the duration of the block; always removed."""
+        from tamperbench.models.hooks import hooks as _hooks
+
+        with _hooks(self.model, hooks):
+            yield
+
+    def capture(self, sites: Sequence[str], input_ids: Sequence[int] | torch.Tensor) -> dict[str, torch.Tensor]:
+        """Run one forward pass and return the activations at each abstract site."""
+        from tamperbench.models.hooks import capture
+
+        return capture(self.model, sites, input_ids)
+
+    def choose_batch_size(self, *, seq_len: int = 1024, cap: int | None = None) -> int:
+        return choose_batch_size(self.model, self.device, seq_len=seq_len, cap=cap)
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    """All ids that end an answer: the generation config's EOS ids plus the tokenizer's."""
+    ids: list[int] = []
+    gen = getattr(model, "generation_config", None)
+    for src in (getattr(gen, "eos_token_id", None), getattr(model.config, "eos_token_id", None),
+                tokenizer.eos_token_id):
+        if src is None:
+            continue
+        for t in (src if isinstance(src, (list, tuple)) else [src]):
+            if int(t) not in ids:
+                ids.append(int(t))
+    if not ids:
+        raise UserError("the model and tokenizer define no EOS token id")
+    return ids
+
+
+def _now() -> float:
+    return time.perf_counter()

@@ -1,0 +1,72 @@
+"""``load_backend(spec)``: resolve a model spec, load it with transformers, attach provenance."""
+
+from __future__ import annotations
+
+import torch
+
+import tamperbench
+from tamperbench.errors import UserError
+from tamperbench.models.provenance import ModelProvenance
+from tamperbench.models.sources import resolve
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda"):
+        raise UserError(f"--device: '{device}' is not one of cpu, cuda, auto")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device: cuda was asked for but torch sees no CUDA device")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
+    """float32 on CPU (exact, and CPU half precision is slow); bfloat16 on GPU unless asked."""
+    if dtype is None:
+        return torch.float32 if device.type == "cpu" else torch.bfloat16
+    if dtype not in DTYPES:
+        raise UserError(f"--dtype: '{dtype}' is not one of {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | None = None,
+                 batch_size: int | None = None):
+    """Load a model spec into an :class:`~tamperbench.models.hf.HFBackend`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tamperbench.models.hf import HFBackend, choose_batch_size
+
+    if batch_size is not None and batch_size < 1:
+        raise UserError(f"--batch-size: must be a positive integer, got {batch_size}")
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
+    src = resolve(spec)
+    try:
+        tok = AutoTokenizer.from_pretrained(src.load_dir)
+        model = AutoModelForCausalLM.from_pretrained(src.load_dir, dtype=torch_dtype).to(dev).eval()
+    except Exception as err:
+        raise UserError(f"model '{spec}': transformers could not load {src.load_dir} ({err})") from None
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    quant = src.quantization
+    if quant and torch_dtype != torch.float32:
+        quant = quant.replace("float32", f"float32, then cast to {str(torch_dtype).removeprefix('torch.')}")
+    import transformers
+
+    prov = ModelProvenance(
+        source=spec,
+        kind=src.kind,
+        resolved_path=str(src.load_dir),
+        sha256=src.sha256,
+        revision=src.revision,
+        quantization=quant,
+        architecture=(model.config.architectures or [type(model).__name__])[0],
+        dtype=str(torch_dtype).removeprefix("torch."),
+        device=dev.type,
+        torch_version=torch.__version__,
+        transformers_version=transformers.__version__,
+        tamperbench_version=tamperbench.__version__,
+    )
+    return HFBackend(model, tok, prov, device=dev, max_batch_size=choose_batch_size(model, dev, batch_size))

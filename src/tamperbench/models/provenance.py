@@ -1,0 +1,83 @@
+"""Provenance of a loaded model: enough to say exactly which weights produced a number.
+
+Log-probs shift with dtype, device, batch size and library versions (lm-evaluation-harness
+learned this the hard way), so every record points at one of these through ``provenance_id``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ModelProvenance(BaseModel):
+    """Where a model came from and how it was loaded. Frozen: one per loaded backend."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    kind: str  # embedded | local_dir | gguf | hub | openai
+    resolved_path: str
+    sha256: str
+    revision: str | None = None
+    quantization: str | None = None
+    architecture: str | None = None
+    dtype: str
+    device: str
+    torch_version: str
+    transformers_version: str
+    tamperbench_version: str
+    python_version: str = platform.python_version()
+
+    @property
+    def id(self) -> str:
+        """Short stable id: the same weights loaded the same way give the same id."""
+        canon = json.dumps(self.model_dump(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    """sha256 of a file, streamed so a 100 GB shard does not need 100 GB of memory."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+class HashMemo:
+    """Remembers file hashes keyed by (path, size, mtime) in ``$TAMPERBENCH_HOME/hashes.json``.
+
+    Hashing a 140 GB checkpoint on every load would dominate start-up; a file whose size and
+    mtime have not changed is taken to have the same hash, as ``make`` and rsync assume.
+    """
+
+    def __init__(self, home: Path):
+        self.path = home / "hashes.json"
+        try:
+            self._memo: dict[str, str] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self._memo = {}
+
+    def sha256(self, path: Path) -> str:
+        st = path.stat()
+        memo_key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+        if memo_key not in self._memo:
+            self._memo[memo_key] = sha256_file(path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(self._memo, indent=0))
+            os.replace(tmp, self.path)
+        return self._memo[memo_key]
+
+    def combined(self, files: list[Path]) -> str:
+        """One hash over several weight files (name + hash of each, sorted by name)."""
+        h = hashlib.sha256()
+        for f in sorted(files, key=lambda p: p.name):
+            h.update(f"{f.name}:{self.sha256(f)}\n".encode())
+        return h.hexdigest()

