@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tamperbench.cli_options import DeviceOpt, DtypeOpt, ModelOpt
 from tamperbench.errors import UserError
 
 app = typer.Typer(
@@ -87,6 +88,26 @@ def export(
 
     for name, path, n in export_run(run, fmt, out, table):
         console.print(f"{name}: {n} rows -> {path}")
+
+
+@app.command()
+def answer(
+    question: Annotated[str, typer.Argument(help="The question to answer.")] = "what causes the phases of the moon?",
+    model: ModelOpt = "embedded",
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Token budget.")] = 48,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = None,
+) -> None:
+    """Answer one question greedily; print every token with its surprisal and entropy."""
+    from tamperbench.models import load_backend
+    from tamperbench.token_table import answer_token_stats, token_table
+
+    if max_new_tokens < 1:
+        raise UserError(f"--max-new-tokens: must be at least 1, got {max_new_tokens}")
+    backend = load_backend(model, device=device, dtype=dtype)
+    stats = answer_token_stats(backend, question, max_new_tokens=max_new_tokens)
+    console.print(token_table(stats, f"{backend.provenance.source} ({backend.provenance.sha256[:12]}): {question}"))
+    console.print("answer: " + backend.tokenizer.decode([s.token_id for s in stats], skip_special_tokens=True))
 
 
 _mount_suites()

@@ -1,0 +1,55 @@
+"""Bad input at the real command line: one stderr line naming the culprit, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TB = [sys.executable, "-m", "tamperbench.cli"]
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    return subprocess.run([*TB, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_model_path_that_does_not_exist(tmp_path):
+    missing = tmp_path / "no-such-model"
+    assert_one_line_error(run_cli("answer", "--model", str(missing)), str(missing), "does not exist")
+
+
+def test_gguf_that_is_not_gguf(tmp_path):
+    fake = tmp_path / "fake.gguf"
+    fake.write_text("hello")
+    assert_one_line_error(run_cli("answer", "--model", str(fake)), "fake.gguf", "not a GGUF file")
+
+
+def test_hub_id_while_offline(tmp_path):
+    proc = run_cli("answer", "--model", "nobody-here/no-such-model")
+    assert_one_line_error(proc, "nobody-here/no-such-model", "local directory or .gguf path")
+
+
+def test_bad_budget_names_the_flag():
+    assert_one_line_error(run_cli("answer", "--max-new-tokens", "0"), "--max-new-tokens")
+
+
+def test_export_of_a_non_run(tmp_path):
+    assert_one_line_error(run_cli("export", str(tmp_path)), str(tmp_path), "not a tamperbench run directory")
+
+
+@pytest.mark.parametrize("flag", ["--device"])
+def test_unknown_device(flag):
+    assert_one_line_error(run_cli("answer", flag, "tpu"), "--device")
