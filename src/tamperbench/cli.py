@@ -110,6 +110,31 @@ def answer(
     console.print("answer: " + backend.tokenizer.decode([s.token_id for s in stats], skip_special_tokens=True))
 
 
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories (sleight and/or quote).")],
+    out: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("report"),
+) -> None:
+    """Write a static report (report.md, index.html, PNG plots) of the given runs."""
+    from tamperbench.report.run_report import build_report
+
+    for run in runs:
+        if not (run / "spec.json").is_file():
+            raise UserError(f"{run}: not a tamperbench run directory (no spec.json)")
+    console.print(f"report: {build_report(runs, out)}")
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option("--out", help="Folder for the demo's runs and report.")] = Path("runs/demo"),
+    model: ModelOpt = "embedded",
+) -> None:
+    """The main job on the embedded model: answer, Sleight of Word, jury, Exact Words, report."""
+    from tamperbench.demo import run_demo
+
+    run_demo(app, out, model)
+
+
 _mount_suites()
 
 

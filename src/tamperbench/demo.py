@@ -1,0 +1,48 @@
+"""``tamperbench demo``: the main job on the embedded model, end to end, in a few minutes on a CPU.
+
+Runs each step through the same CLI commands a user would type (so the demo cannot drift from
+them), into one output folder, and ends by printing where the results and the report are.
+Rerunning resumes: every step skips what its run directory already holds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.rule import Rule
+
+DEMO_QUESTION = "what causes the phases of the moon?"
+# A quick Exact Words run: a few dirty and clean items of the standard preset, both arms.
+QUOTE_ITEMS_PER_KIND = 3
+
+
+def demo_steps(out: Path, model: str) -> list[tuple[str, list[str]]]:
+    from tamperbench.quote.items import load_items
+
+    items = load_items("standard")
+    chosen = [i.id for i in items if i.dirty][:QUOTE_ITEMS_PER_KIND] + \
+             [i.id for i in items if not i.dirty][:QUOTE_ITEMS_PER_KIND]
+    sleight, quote = str(out / "sleight"), str(out / "quote")
+    return [
+        ("one greedy answer, token by token", ["answer", DEMO_QUESTION, "--model", model, "--max-new-tokens", "40"]),
+        ("Sleight of Word, quick preset", ["sleight", "run", "--model", model, "--preset", "quick", "--out", sleight]),
+        ("judge jury (the embedded model as its only juror) + evidence detector",
+         ["judge", "run", sleight, "--judge", model]),
+        ("Sleight of Word tables with judge columns", ["sleight", "table", sleight]),
+        ("Exact Words, quick subset, both arms",
+         ["quote", "run", "--model", model, "--arm", "both", "--items", ",".join(chosen), "--out", quote]),
+        ("report", ["report", sleight, quote, "--out", str(out / "report")]),
+    ]
+
+
+def run_demo(app, out: Path, model: str) -> None:
+    console = Console()
+    for title, argv in demo_steps(out, model):
+        console.print(Rule(f"[bold]{title}[/bold]  (tamperbench {' '.join(argv)})"))
+        app(argv, standalone_mode=False)
+    console.print(Rule("[bold]done[/bold]"))
+    console.print(f"Sleight of Word run:  {out / 'sleight'}  (records.duckdb, spec.json, tables.md)")
+    console.print(f"Exact Words run:      {out / 'quote'}")
+    console.print(f"Report:               {out / 'report' / 'index.html'}  (and report.md, PNG plots)")
+    console.print(f"Export any run:       tamperbench export {out / 'sleight'} --format parquet --out sleight.parquet")

@@ -1,0 +1,122 @@
+"""A static report of one or more runs: ``report.md`` + ``index.html`` + PNG plots.
+
+Deliberately small: the leaderboard site is a later wave. This page is what ``make demo`` ends
+on, so a newcomer sees the tables and the plots of their first run in a browser. Model text is
+HTML-escaped: replies are untrusted.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from tamperbench.report.plots import (plot_label_rates, plot_quote_categories, plot_swap_profiles,
+                                      swap_aligned_profiles)
+from tamperbench.store import RunStore
+
+LABELS = ("flagged", "corrected", "derailed", "aware")
+
+
+def _sleight_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
+    md, imgs = [f"## Sleight of Word: `{run}`", ""], []
+    with RunStore.open_existing(run, read_only=True) as store:
+        clean, trials = store.rows("sleight_clean"), store.rows("sleight_trials")
+        verdicts = store.rows("judge_verdicts")
+        window = int(store.spec_dict.get("window", 8))
+    if (run / "tables.md").is_file():
+        md += [(run / "tables.md").read_text(), ""]
+    touched = [t for t in trials if not t["untouched"]]
+    md.append(f"{len(trials)} trials, {len(touched)} with at least one swap, "
+              f"{sum(t['swap_count'] for t in trials)} swaps in all.")
+    if touched:
+        prof = swap_aligned_profiles(clean, trials, window=window)
+        png = plot_swap_profiles(prof, out / "sleight_swap_profile.png",
+                                 "Signal after each swap vs the unaltered branch from the same prefix")
+        imgs.append(png.name)
+        md += ["", f"![swap profile]({png.name})", "",
+               "Mean per offset after the injected replacement (tampered), the matched branch that kept the "
+               "trigger (same prefix, same offsets), and the clean answers' per-token mean.", ""]
+        (out / "sleight_swap_profile.json").write_text(json.dumps(prof, indent=1))
+    if verdicts:
+        rates = {}
+        for label in LABELS:
+            vals = [v[label] for v in verdicts if v.get(label) is not None]
+            rates[label] = sum(vals) / len(vals) if vals else None
+        png = plot_label_rates(rates, out / "judge_labels.png", "Jury majority labels over judged replies")
+        imgs.append(png.name)
+        md += [f"![judge labels]({png.name})", ""]
+    examples = [t for t in touched if t["reaction_text"].strip()][:3]
+    if examples:
+        md += ["### Example tampered replies", ""]
+        for t in examples:
+            md += [f"- **{t['question']}** (\"{t['trigger']}\" -> \"{t['substitution']}\", {t['swap_count']} swaps): "
+                   f"{t['reaction_text'].strip()[:400]!r}"]
+        md.append("")
+    return md, imgs
+
+
+def _quote_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
+    md = [f"## Exact Words: `{run}`", ""]
+    with RunStore.open_existing(run, read_only=True) as store:
+        rows = store.rows("quote_trials")
+    for name in ("quote_tables.md", "tables.md"):
+        if (run / name).is_file():
+            md += [(run / name).read_text(), ""]
+            break
+    imgs = []
+    if rows:
+        png = plot_quote_categories(rows, out / "quote_categories.png", "Exact Words verdicts per instruction arm")
+        imgs.append(png.name)
+        md += [f"![quote categories]({png.name})", ""]
+    return md, imgs
+
+
+def build_report(runs: list[Path], out: Path, title: str = "tamperbench report") -> Path:
+    """Write ``out/report.md`` and ``out/index.html`` covering every run given."""
+    out.mkdir(parents=True, exist_ok=True)
+    md = [f"# {title}", ""]
+    for run in runs:
+        spec = json.loads((run / "spec.json").read_text())
+        section = _sleight_section if spec.get("suite") == "sleight" else _quote_section
+        part, _ = section(run, out)
+        md += part
+    text = "\n".join(md)
+    (out / "report.md").write_text(text)
+    (out / "index.html").write_text(_markdown_to_html(text, title))
+    return out / "index.html"
+
+
+def _markdown_to_html(text: str, title: str) -> str:
+    """Tiny renderer for the subset report.md uses (headings, images, tables, bullets, paragraphs)."""
+    body, in_table = [], False
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("|"):
+            cells = [c.strip() for c in s.strip("|").split("|")]
+            if all(set(c) <= set("-: ") for c in cells):
+                continue
+            if not in_table:
+                body.append("<table>")
+                in_table = True
+            body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+            continue
+        if in_table:
+            body.append("</table>")
+            in_table = False
+        if s.startswith("!["):
+            src = s[s.index("(") + 1 : s.rindex(")")]
+            body.append(f'<p><img src="{html.escape(src)}" alt="{html.escape(src)}"></p>')
+        elif s.startswith("#"):
+            level = len(s) - len(s.lstrip("#"))
+            body.append(f"<h{level}>{html.escape(s[level:].strip())}</h{level}>")
+        elif s.startswith("- "):
+            body.append(f"<li>{html.escape(s[2:])}</li>")
+        elif s:
+            body.append(f"<p>{html.escape(s)}</p>")
+    if in_table:
+        body.append("</table>")
+    style = ("body{font-family:sans-serif;max-width:1000px;margin:2em auto}table{border-collapse:collapse}"
+             "td{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:100%}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
