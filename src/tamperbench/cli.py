@@ -64,6 +64,7 @@ def models(
         if (folder / MANIFEST).is_file():
             table.add_row("cached safetensors", "dequantized gguf", folder.name, str(folder))
     console.print(table)
+    console.print(f"embedded sha256: {digest}", soft_wrap=True)
     if check:
         from tamperbench.models import load_backend
 

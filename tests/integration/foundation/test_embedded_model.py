@@ -1,0 +1,62 @@
+"""The real embedded model: loading, provenance, the cache, and a greedy answer through the CLI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tamperbench.models.provenance import sha256_file
+from tamperbench.models.sources import MANIFEST, embedded_gguf_path, resolve, tamperbench_home
+
+pytestmark = pytest.mark.model
+
+
+def test_provenance_names_the_weights(embedded_backend):
+    prov = embedded_backend.provenance
+    assert prov.sha256 == sha256_file(embedded_gguf_path())
+    assert prov.quantization == "Q4_1 GGUF dequantized to float32"
+    assert (prov.dtype, prov.device, prov.kind) == ("float32", "cpu", "embedded")
+    assert prov.architecture == "LlamaForCausalLM" and prov.torch_version.startswith("2.13.0")
+    assert len(embedded_backend.provenance_id) == 16
+
+
+def test_chat_template_default_system_prompt(embedded_backend):
+    text = embedded_backend.chat_text([{"role": "user", "content": "what is the capital of France?"}])
+    assert "You are a helpful AI assistant named SmolLM" in text
+    assert text.rstrip().endswith("<|im_start|>assistant")
+
+
+def test_corrupt_cache_is_detected_and_rebuilt(tmp_path, embedded_backend):
+    """Copy the real cache, flip one byte of the weights, and resolve again: it must rebuild."""
+    good = resolve("embedded")
+    home = tmp_path / "home"
+    shutil.copytree(tamperbench_home() / "models" / good.sha256, home / "models" / good.sha256)
+    weights = home / "models" / good.sha256 / "model.safetensors"
+    with open(weights, "r+b") as f:
+        f.seek(weights.stat().st_size // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    rebuilt = resolve("embedded", home=home)
+    assert rebuilt.load_dir == weights.parent
+    assert sha256_file(weights) == sha256_file(good.load_dir / "model.safetensors")
+    assert (weights.parent / MANIFEST).is_file()
+    assert not list((home / "models").glob(".partial-*")), "the temporary build folder must not be left behind"
+
+
+def test_answer_and_models_commands(embedded_backend):
+    env = dict(os.environ)
+    out = subprocess.run([sys.executable, "-m", "tamperbench.cli", "answer", "what is the capital of France?",
+                          "--max-new-tokens", "12"], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "Paris" in out.stdout and "surprisal" in out.stdout
+    models = subprocess.run([sys.executable, "-m", "tamperbench.cli", "models"], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert models.returncode == 0, models.stderr
+    digest = embedded_backend.provenance.sha256
+    assert f"embedded sha256: {digest}" in models.stdout
+    assert "embedded model loads" in models.stdout
