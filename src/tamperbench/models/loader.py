@@ -69,4 +69,4 @@ def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | N
         transformers_version=transformers.__version__,
         tamperbench_version=tamperbench.__version__,
     )
-    return HFBackend(model, tok, prov, device=dev, max_batch_size=choose_batch_size(model, dev, batch_size))
+    return HFBackend(model, tok, prov, device=dev, max_batch_size=choose_batch_size(model, dev, cap=batch_size))
