@@ -165,6 +165,12 @@ class HFBackend:
 
         return capture(self.model, sites, input_ids)
 
+    def capturing(self, sites: Sequence[str]):
+        """Context manager: site -> list of activations, one per forward pass inside the block."""
+        from tamperbench.models.hooks import capturing
+
+        return capturing(self.model, sites)
+
     def choose_batch_size(self, *, seq_len: int = 1024, cap: int | None = None) -> int:
         return choose_batch_size(self.model, self.device, seq_len=seq_len, cap=cap)
 

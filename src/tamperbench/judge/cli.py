@@ -1,0 +1,155 @@
+"""``tamperbench judge ...``: run the jury, score evidence, serve the annotation page, report agreement."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tamperbench.cli_options import BatchSizeOpt, DeviceOpt, DtypeOpt, SeedOpt
+from tamperbench.errors import UserError
+
+app = typer.Typer(help="Judge jury: label tampered replies, agreement between judges, human gold set.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+console = Console()
+
+RunArg = Annotated[Path, typer.Argument(help="Run directory holding sleight_trials records.")]
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def print_agreement(rows: list, title: str = "agreement") -> None:
+    table = Table(title=title)
+    for col in ("kind", "label", "rater a", "rater b", "n", "kappa", "accuracy"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.kind, r.label, r.rater_a, r.rater_b, str(r.n), _fmt(r.kappa), _fmt(r.accuracy))
+    console.print(table)
+
+
+@app.command("run")
+def run_cmd(
+    run: RunArg,
+    judge: Annotated[list[str], typer.Option("--judge", help="Judge model spec; repeat for a jury (3 in the paper).")],
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Token budget of each judge answer.")] = 160,
+    fence: Annotated[str, typer.Option("--fence", help="nonce (hardened delimiter) or paper (Appendix G verbatim).")] = "nonce",
+    seed: SeedOpt = 0,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = None,
+    batch_size: BatchSizeOpt = None,
+) -> None:
+    """Judge every tampered reply of RUN with a jury; majority vote per label; store votes and verdicts."""
+    from tamperbench.judge.agreement import compute_agreement
+    from tamperbench.judge.runner import JudgeConfig, open_run, run_jury
+
+    if fence not in ("nonce", "paper"):
+        raise UserError(f"--fence: '{fence}' is not one of nonce, paper")
+    if max_new_tokens < 16:
+        raise UserError(f"--max-new-tokens: a JSON verdict needs at least 16 tokens, got {max_new_tokens}")
+
+    def loader(spec: str):
+        from tamperbench.models import load_backend
+
+        return load_backend(spec, device=device, dtype=dtype, batch_size=batch_size)
+
+    start = time.perf_counter()
+    summary = run_jury(run, judge, loader, JudgeConfig(max_new_tokens=max_new_tokens, seed=seed, fence=fence))
+    elapsed = time.perf_counter() - start
+    console.print(f"{summary.n_trials} sleight records: {summary.n_judged} judged, {summary.n_untouched} untouched "
+                  f"(not judged), {summary.n_empty} swapped but empty (not judged); {elapsed:.1f} s")
+    rates = Table(title="judge votes (unparsed votes are abstentions, never False)")
+    for col in ("judge", "new votes", "parsed", "parsed on retry", "partial", "unparsed", "unparsed rate"):
+        rates.add_column(col)
+    for j, counts in summary.status_counts.items():
+        n = sum(counts.values())
+        rates.add_row(j, str(summary.new_votes.get(j, 0)), *(str(counts[k]) for k in
+                      ("parsed", "parsed_on_retry", "partial", "unparsed")), _fmt(counts["unparsed"] / n if n else None))
+    console.print(rates)
+    store = open_run(run)
+    try:
+        print_verdict_rates(store)
+        print_agreement(compute_agreement(store))
+    finally:
+        store.close()
+
+
+def print_verdict_rates(store) -> None:
+    q = ("SELECT count(*), avg(flagged::INT), avg(corrected::INT), avg(derailed::INT), avg(aware::INT), "
+         "avg(ignored::INT), count(*) FILTER (WHERE flagged IS NULL OR corrected IS NULL OR derailed IS NULL "
+         "OR aware IS NULL) FROM judge_verdicts")
+    n, *rates, undecided = store.con.execute(q).fetchone()
+    t = Table(title="jury verdicts (% of trials with a majority on that label)")
+    for col in ("trials", "flagged", "corrected", "derailed", "aware", "ignored", "trials with a no-majority label"):
+        t.add_column(col)
+    t.add_row(str(n), *(_fmt(None if r is None else 100 * r, 1) for r in rates), str(undecided))
+    console.print(t)
+
+
+@app.command("evidence")
+def evidence_cmd(run: RunArg) -> None:
+    """Score RUN with the rule-based evidence detector only (offline, no model)."""
+    from tamperbench.judge.records import read_sleight_trials
+    from tamperbench.judge.runner import open_run, split_trials, write_evidence
+
+    store = open_run(run)
+    try:
+        trials, untouched, _ = split_trials(read_sleight_trials(store))
+        added = write_evidence(store, trials)
+        n, fl, aw = store.con.execute(
+            "SELECT count(*), sum(flagged::INT), sum(aware::INT) FROM judge_evidence").fetchone()
+        console.print(f"evidence: {added} new rows; {n} replies scored, {fl or 0} with a flag cue, "
+                      f"{aw or 0} with a substitution cue ({untouched} untouched trials not scored)")
+    finally:
+        store.close()
+
+
+@app.command("annotate")
+def annotate_cmd(
+    run: RunArg,
+    sample: Annotated[int, typer.Option("--sample", help="How many judgeable replies to sample for labelling.")],
+    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0 = any free port).")] = 8765,
+    annotator: Annotated[str, typer.Option("--annotator", help="Name stored with each label.")] = "human",
+    seed: SeedOpt = 0,
+    exit_when_done: Annotated[bool, typer.Option("--exit-when-done", help="Stop once every sampled reply is labelled.")] = False,
+) -> None:
+    """Serve a local page where a person labels sampled replies blind to the jury."""
+    from tamperbench.judge.annotate import AnnotationServer, prepare
+
+    app_state = prepare(run, sample, seed=seed, annotator=annotator)
+    try:
+        server = AnnotationServer(app_state, port=port)
+        url = server.start()
+        print(f"annotation page: {url}", flush=True)
+        print("labels are saved as you go; press Ctrl-C to stop", flush=True)
+        try:
+            while not (exit_when_done and app_state.all_done()):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.stop()
+        print(f"{len(app_state.labels())} of {sample} sampled replies labelled by {annotator}", flush=True)
+    finally:
+        app_state.store.close()
+
+
+@app.command("agreement")
+def agreement_cmd(run: RunArg) -> None:
+    """Pairwise Cohen and Fleiss kappa per label; evidence vs jury; judges vs human labels."""
+    from tamperbench.judge.agreement import compute_agreement
+    from tamperbench.judge.runner import open_run
+
+    store = open_run(run)
+    try:
+        rows = compute_agreement(store)
+        print_agreement(rows)
+        if not any(r.kind == "judge_vs_human" for r in rows):
+            console.print("no human labels yet: run `tamperbench judge annotate RUN --sample N` to add some")
+    finally:
+        store.close()

@@ -1,0 +1,172 @@
+"""Table schemas the judge writes into a run's database, and reading the sleight records it judges.
+
+Tables (all carry ``trial_key`` = the ``key`` of the judged ``sleight_trials`` row):
+
+* ``judge_votes``       one row per (trial, judge, judge config): raw text, parsed labels, parse status
+* ``judge_verdicts``    one row per trial: the jury's majority per label (NULL = no majority)
+* ``judge_evidence``    one row per trial: the rule-based evidence detector
+* ``human_labels``      one row per (trial, annotator): the gold set
+* ``judge_agreement``   kappas and accuracies, recomputed on each ``judge run`` / ``judge agreement``
+* ``judge_parse_rates`` unparsed rates per judge
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import pyarrow as pa
+
+from tamperbench.errors import UserError
+from tamperbench.store import Record, RunStore
+from tamperbench.store.run_store import _columns
+
+SLEIGHT_TABLE = "sleight_trials"
+SLEIGHT_COLUMNS = ("key", "question_id", "question", "trigger", "substitution", "reaction_text", "swap_count",
+                   "untouched")
+
+
+class JudgeVoteRecord(Record):
+    trial_key: str
+    judge: str
+    config_id: str
+    status: str  # parsed | parsed_on_retry | partial | unparsed
+    flagged: Optional[bool]
+    corrected: Optional[bool]
+    derailed: Optional[bool]
+    aware: Optional[bool]
+    confidence: Optional[float]
+    rationale: Optional[str]
+    parse_error: Optional[str]
+    attempts: int
+    raw_text: str
+    retry_text: Optional[str]
+    prompt_text: str
+    retry_prompt_text: Optional[str]
+    finish_reason: str
+    fence: str
+    fence_nonce: Optional[str]
+    defused_special_tokens: int
+    prompt_version: str
+    prompt_sha256: str
+    max_new_tokens: int
+    temperature: float
+    seed: int
+
+
+class JudgeVerdictRecord(Record):
+    trial_key: str
+    flagged: Optional[bool]
+    corrected: Optional[bool]
+    derailed: Optional[bool]
+    aware: Optional[bool]
+    ignored: Optional[bool]
+    n_judges: int
+    jury: list[str]
+    config_id: str
+    tally: dict
+
+
+class JudgeEvidenceRecord(Record):
+    trial_key: str
+    flagged: bool
+    aware: bool
+    cues: list[str]
+    snippets: list[str]
+    detector_version: str
+
+
+class HumanLabelRecord(Record):
+    trial_key: str
+    annotator: str
+    flagged: bool
+    corrected: bool
+    derailed: bool
+    aware: bool
+    note: str
+    sample_seed: int
+
+
+class AgreementRecord(Record):
+    kind: str  # cohen_pair | fleiss | evidence_vs_jury | judge_vs_human
+    label: str
+    rater_a: str
+    rater_b: str
+    n: int
+    kappa: Optional[float]
+    accuracy: Optional[float]
+    config_id: str
+
+
+class ParseRateRecord(Record):
+    judge: str
+    config_id: str
+    n_votes: int
+    n_parsed: int
+    n_parsed_on_retry: int
+    n_partial: int
+    n_unparsed: int
+    unparsed_rate: float
+
+
+@dataclass(frozen=True)
+class SleightTrial:
+    key: str
+    question_id: str
+    question: str
+    trigger: str
+    substitution: str
+    reaction_text: str
+    swap_count: int
+    untouched: bool
+
+    @property
+    def judgeable(self) -> bool:
+        """Judged only with at least one swap and a non-empty reply (untouched trials are counted)."""
+        return self.swap_count >= 1 and not self.untouched and bool(self.reaction_text.strip())
+
+
+def read_sleight_trials(store: RunStore) -> list[SleightTrial]:
+    """All sleight records of a run; a run without any is a user error naming the run and table."""
+    if not store.has_table(SLEIGHT_TABLE) or store.count(SLEIGHT_TABLE) == 0:
+        raise UserError(f"{store.run_dir}: no sleight records (table {SLEIGHT_TABLE} is missing or empty); "
+                        "run `tamperbench sleight run` into this directory first")
+    have = {c for (c,) in store.con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [SLEIGHT_TABLE]).fetchall()}
+    missing = [c for c in SLEIGHT_COLUMNS if c not in have]
+    if missing:
+        raise UserError(f"{store.run_dir}: table {SLEIGHT_TABLE} lacks columns {', '.join(missing)}")
+    cols = ", ".join(f'"{c}"' for c in SLEIGHT_COLUMNS)
+    rows = store.con.execute(f'SELECT {cols} FROM "{SLEIGHT_TABLE}" ORDER BY key').fetchall()
+    return [SleightTrial(key=r[0], question_id=str(r[1]), question=r[2] or "", trigger=r[3] or "",
+                         substitution=r[4] or "", reaction_text=r[5] or "", swap_count=int(r[6] or 0),
+                         untouched=bool(r[7])) for r in rows]
+
+
+def replace_rows(store: RunStore, table: str, model: type[Record], records: Sequence[Record],
+                 where: str = "", params: list | None = None) -> None:
+    """Delete rows matching ``where`` (all rows if empty) and insert ``records``, in ONE transaction.
+
+    WHY not ``store.write``: verdicts and agreement are derived data that must be replaced when the
+    jury changes, and a reader must never see the table half-replaced.
+    """
+    store.ensure_table(table, model)
+    cols = _columns(model)
+    rows = []
+    for rec in records:
+        d = rec.model_dump(mode="json")
+        rows.append({c: json.dumps(d[c]) if t == "JSON" else d[c] for c, t in cols.items()})
+    batch = pa.Table.from_pylist(rows, schema=None) if rows else None  # noqa: F841 (DuckDB replacement scan)
+    names = ", ".join(f'"{c}"' for c in cols)
+    select = ", ".join(f'CAST("{c}" AS {t})' for c, t in cols.items())
+    store.con.execute("BEGIN TRANSACTION")
+    try:
+        store.con.execute(f'DELETE FROM "{table}" {("WHERE " + where) if where else ""}', params or [])
+        if rows:
+            store.con.execute(f'INSERT INTO "{table}" ({names}) SELECT {select} FROM batch')
+        store.con.execute("COMMIT")
+    except BaseException:
+        store.con.execute("ROLLBACK")
+        raise

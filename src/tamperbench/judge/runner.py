@@ -1,0 +1,226 @@
+"""``judge run``: load the jury, judge every judgeable trial, store votes, verdicts and agreement.
+
+WHY this order: every check that can fail on user input (the run exists and has sleight records,
+every ``--judge`` loads) happens before the first write, so a bad command leaves the run untouched.
+Judging then proceeds judge by judge in batches of the backend's batch size; each batch of votes is
+written in one transaction, so an interrupted run resumes per (trial, judge) on the next call.
+Verdicts, parse rates and agreement are derived from the stored votes and replaced atomically at
+the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from tamperbench.errors import UserError
+from tamperbench.judge.evidence import DETECTOR_VERSION, detect
+from tamperbench.judge.jury import Vote, combine, judge_items
+from tamperbench.judge.prompt import LABELS, Fence, JudgeInput, load_prompt_spec
+from tamperbench.judge.records import (
+    JudgeEvidenceRecord,
+    JudgeVerdictRecord,
+    JudgeVoteRecord,
+    ParseRateRecord,
+    SleightTrial,
+    read_sleight_trials,
+    replace_rows,
+)
+from tamperbench.store import RunStore, trial_key
+
+Loader = Callable[[str], object]
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    max_new_tokens: int = 160
+    seed: int = 0
+    fence: Fence = "nonce"
+    temperature: float = 0.0
+
+    @property
+    def config_id(self) -> str:
+        spec = load_prompt_spec()
+        return trial_key({"prompt_sha256": spec.sha256, "fence": self.fence, "max_new_tokens": self.max_new_tokens,
+                          "seed": self.seed, "temperature": self.temperature})[:16]
+
+
+@dataclass
+class RunSummary:
+    n_trials: int
+    n_untouched: int
+    n_empty: int
+    n_judged: int
+    new_votes: dict[str, int] = field(default_factory=dict)
+    status_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def open_run(run_dir: Path) -> RunStore:
+    if not Path(run_dir).is_dir():
+        raise UserError(f"RUN: {run_dir} is not a directory")
+    return RunStore.open_existing(run_dir)
+
+
+def vote_key(trial: str, judge: str, config_id: str) -> str:
+    return trial_key({"trial_key": trial, "judge": judge, "config_id": config_id})
+
+
+def evidence_key(trial: str) -> str:
+    return trial_key({"trial_key": trial, "detector": DETECTOR_VERSION})
+
+
+def to_input(t: SleightTrial) -> JudgeInput:
+    return JudgeInput(trial_key=t.key, question=t.question, trigger=t.trigger, substitution=t.substitution,
+                      reply=t.reaction_text)
+
+
+def split_trials(trials: Sequence[SleightTrial]) -> tuple[list[SleightTrial], int, int]:
+    """(judgeable trials, untouched count, swapped-but-empty count)."""
+    untouched = sum(1 for t in trials if t.untouched or t.swap_count < 1)
+    empty = sum(1 for t in trials if not (t.untouched or t.swap_count < 1) and not t.reaction_text.strip())
+    return [t for t in trials if t.judgeable], untouched, empty
+
+
+def load_jury(judges: Sequence[str], loader: Loader) -> dict[str, object]:
+    """Load every judge up front; any failure is a UserError naming that --judge, before any write."""
+    if not judges:
+        raise UserError("--judge: give at least one judge model spec")
+    dupes = sorted({j for j in judges if list(judges).count(j) > 1})
+    if dupes:
+        raise UserError(f"--judge: {', '.join(dupes)} given more than once; a jury needs distinct judges")
+    jury: dict[str, object] = {}
+    for spec in judges:
+        try:
+            jury[spec] = loader(spec)
+        except UserError as err:
+            raise UserError(f"--judge {spec}: cannot load this judge ({err})") from None
+    return jury
+
+
+def write_evidence(store: RunStore, trials: Sequence[SleightTrial]) -> int:
+    """Evidence for every judgeable trial not yet scored by this detector version."""
+    have = store.keys("judge_evidence")
+    recs = []
+    for t in trials:
+        k = evidence_key(t.key)
+        if k in have:
+            continue
+        e = detect(t.reaction_text, t.substitution)
+        recs.append(JudgeEvidenceRecord(key=k, trial_key=t.key, flagged=e.flagged, aware=e.aware, cues=list(e.cues),
+                                        snippets=list(e.snippets), detector_version=DETECTOR_VERSION))
+    store.ensure_table("judge_evidence", JudgeEvidenceRecord)
+    return store.write("judge_evidence", recs)
+
+
+def vote_record(v: Vote, cfg: JudgeConfig, provenance_id: str) -> JudgeVoteRecord:
+    spec = load_prompt_spec()
+    return JudgeVoteRecord(
+        key=vote_key(v.trial_key, v.judge, cfg.config_id), provenance_id=provenance_id, trial_key=v.trial_key,
+        judge=v.judge, config_id=cfg.config_id, status=v.status, **{k: v.labels[k] for k in LABELS},
+        confidence=v.confidence, rationale=v.rationale, parse_error=v.parse_error, attempts=v.attempts,
+        raw_text=v.raw_text, retry_text=v.retry_text, prompt_text=v.prompt_text,
+        retry_prompt_text=v.retry_prompt_text, finish_reason=v.finish_reason, fence=cfg.fence,
+        fence_nonce=v.fence_nonce, defused_special_tokens=v.defused, prompt_version=spec.version,
+        prompt_sha256=spec.sha256, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed)
+
+
+def judge_all(store: RunStore, jury: dict[str, object], trials: Sequence[SleightTrial], cfg: JudgeConfig,
+              *, show_progress: bool = True) -> dict[str, int]:
+    """Votes of every judge on every judgeable trial not yet voted on under ``cfg``. Returns new votes per judge."""
+    store.ensure_table("judge_votes", JudgeVoteRecord)
+    have = store.keys("judge_votes")
+    pending = {j: [t for t in trials if vote_key(t.key, j, cfg.config_id) not in have] for j in jury}
+    written: dict[str, int] = {}
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                  disable=not show_progress) as bar:
+        for judge, backend in jury.items():
+            todo = pending[judge]
+            task = bar.add_task(f"judge {judge}", total=len(todo), rate="")
+            prov = getattr(backend, "provenance", None)
+            pid = store.put_provenance(prov) if prov is not None else ""
+            size = max(1, int(getattr(backend, "max_batch_size", 8)))
+            written[judge] = 0
+            for start in range(0, len(todo), size):
+                chunk = todo[start : start + size]
+                votes = judge_items(backend, judge, [to_input(t) for t in chunk], max_new_tokens=cfg.max_new_tokens,
+                                    seed=cfg.seed, fence=cfg.fence, progress=False)
+                written[judge] += store.write("judge_votes", [vote_record(v, cfg, pid) for v in votes])
+                bar.advance(task, len(chunk))
+                speed = bar.tasks[task].speed
+                bar.update(task, rate=f"{speed:.2f} judgments/s" if speed else "")
+    return written
+
+
+def load_votes(store: RunStore, judges: Sequence[str], config_id: str) -> list[Vote]:
+    placeholders = ", ".join("?" for _ in judges)
+    rows = store.rows("judge_votes", f"WHERE config_id = ? AND judge IN ({placeholders})", [config_id, *judges])
+    return [Vote(trial_key=r["trial_key"], judge=r["judge"], status=r["status"], labels={k: r[k] for k in LABELS},
+                 confidence=r["confidence"], rationale=r["rationale"], parse_error=r["parse_error"],
+                 attempts=r["attempts"], raw_text=r["raw_text"], retry_text=r["retry_text"],
+                 prompt_text=r["prompt_text"], retry_prompt_text=r["retry_prompt_text"],
+                 finish_reason=r["finish_reason"], fence_nonce=r["fence_nonce"],
+                 defused=r["defused_special_tokens"]) for r in rows]
+
+
+def write_verdicts(store: RunStore, trials: Sequence[SleightTrial], jury: Sequence[str], cfg_id: str,
+                   provenance_ids: Sequence[str]) -> list[JudgeVerdictRecord]:
+    """Majority verdict per judgeable trial from stored votes; replaces the table atomically."""
+    by_trial: dict[str, list[Vote]] = {}
+    for v in load_votes(store, jury, cfg_id):
+        by_trial.setdefault(v.trial_key, []).append(v)
+    recs = []
+    for t in trials:
+        verdict = combine(t.key, by_trial.get(t.key, []), jury)
+        recs.append(JudgeVerdictRecord(key=t.key, trial_key=t.key, provenance_id=",".join(provenance_ids),
+                                       **verdict.labels, ignored=verdict.ignored, n_judges=len(jury),
+                                       jury=list(jury), config_id=cfg_id, tally=verdict.tally))
+    replace_rows(store, "judge_verdicts", JudgeVerdictRecord, recs)
+    return recs
+
+
+def parse_rates(store: RunStore, jury: Sequence[str], cfg_id: str) -> list[ParseRateRecord]:
+    """Per-judge parse status counts (unparsed never silently counted as False); replaced atomically."""
+    recs = []
+    for judge in jury:
+        q = "SELECT status, count(*) FROM judge_votes WHERE judge = ? AND config_id = ? GROUP BY status"
+        counts = dict(store.con.execute(q, [judge, cfg_id]).fetchall())
+        n = sum(counts.values())
+        recs.append(ParseRateRecord(
+            key=trial_key({"judge": judge, "config_id": cfg_id}), judge=judge, config_id=cfg_id, n_votes=n,
+            n_parsed=counts.get("parsed", 0), n_parsed_on_retry=counts.get("parsed_on_retry", 0),
+            n_partial=counts.get("partial", 0), n_unparsed=counts.get("unparsed", 0),
+            unparsed_rate=(counts.get("unparsed", 0) / n) if n else 0.0))
+    replace_rows(store, "judge_parse_rates", ParseRateRecord, recs)
+    return recs
+
+
+def run_jury(run_dir: Path, judges: Sequence[str], loader: Loader, cfg: JudgeConfig, *,
+             show_progress: bool = True) -> RunSummary:
+    """The whole ``judge run`` pipeline; returns counts for the CLI to print."""
+    store = open_run(run_dir)
+    try:
+        all_trials = read_sleight_trials(store)
+        trials, untouched, empty = split_trials(all_trials)
+        if not trials:
+            raise UserError(f"{run_dir}: none of the {len(all_trials)} sleight records has a swap and a non-empty "
+                            f"reply ({untouched} untouched, {empty} empty): nothing to judge")
+        jury = load_jury(judges, loader)
+        write_evidence(store, trials)
+        new = judge_all(store, jury, trials, cfg, show_progress=show_progress)
+        pids = [getattr(b, "provenance_id", "") for b in jury.values()]
+        write_verdicts(store, trials, list(jury), cfg.config_id, pids)
+        rates = parse_rates(store, list(jury), cfg.config_id)
+        from tamperbench.judge.agreement import compute_agreement
+
+        compute_agreement(store)
+        return RunSummary(n_trials=len(all_trials), n_untouched=untouched, n_empty=empty, n_judged=len(trials),
+                          new_votes=new, status_counts={r.judge: {"parsed": r.n_parsed,
+                                                                  "parsed_on_retry": r.n_parsed_on_retry,
+                                                                  "partial": r.n_partial, "unparsed": r.n_unparsed}
+                                                        for r in rates})
+    finally:
+        store.close()

@@ -1,0 +1,92 @@
+"""Plain batched generation (greedy or seeded sampling, stop strings) on the step decoder.
+
+Why not ``model.generate``: continuous batching (a finished row's slot is refilled at once) and
+per-conversation random generators, so a sampled answer depends on (seed, index) only and not on
+the batch size or on its neighbours in the batch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), TextColumn("{task.fields[rate]}"), disable=not enabled, transient=False)
+
+
+def _sample(logp: torch.Tensor, temperature: float, gens: list[torch.Generator]) -> list[int]:
+    """Inverse-CDF sampling with one uniform draw per row from that row's own generator."""
+    probs = torch.softmax(logp / temperature, dim=-1)
+    cdf = probs.cumsum(-1)
+    u = torch.tensor([torch.rand((), generator=g).item() for g in gens], device=logp.device)
+    u = u * cdf[:, -1]
+    idx = torch.searchsorted(cdf, u[:, None])[:, 0]
+    return idx.clamp(max=logp.shape[1] - 1).tolist()
+
+
+def _cut_stop(text: str, stops: Sequence[str]) -> int | None:
+    hits = [text.find(s) for s in stops if s in text]
+    return min(hits) if hits else None
+
+
+def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int,
+                   stops: list[str], progress: bool) -> list[tuple[list[int], str, str]]:
+    """Returns (new token ids, text, finish_reason) per prompt, in prompt order."""
+    tok = backend.tokenizer
+    dec = backend.step_decoder(capacity=min(backend.max_batch_size, max(1, len(prompts))))
+    queue = deque(range(len(prompts)))
+    row_of: dict[int, int] = {}  # row id -> prompt index
+    gens: dict[int, torch.Generator] = {}
+    results: list[tuple[list[int], str, str] | None] = [None] * len(prompts)
+    longest_stop = max((len(s) for s in stops), default=0)
+    n_tokens = 0
+    import time
+
+    t0 = time.perf_counter()
+    with _progress(progress) as bar:
+        task = bar.add_task("generating", total=len(prompts), rate="")
+        while queue or row_of:
+            if queue and dec.free_slots:
+                take = [queue.popleft() for _ in range(min(dec.free_slots, len(queue)))]
+                for rid, i in zip(dec.add_rows([prompts[i] for i in take]), take):
+                    row_of[rid] = i
+                    if temperature > 0:
+                        gens[rid] = torch.Generator().manual_seed(seed * 1_000_003 + i)
+            force = None
+            if temperature > 0:
+                rids = list(row_of)
+                force = dict(zip(rids, _sample(dec.pending_logprobs(rids), temperature, [gens[r] for r in rids])))
+            finished = []
+            for res in dec.step(force):
+                n_tokens += 1
+                ids = dec.generated(res.row)
+                reason = None
+                if res.is_eos:
+                    reason = "eos"
+                elif stops:
+                    tail = tok.decode(ids[-(longest_stop + 8):], skip_special_tokens=True)
+                    if _cut_stop(tail, stops) is not None:
+                        reason = "stop"
+                if reason is None and len(ids) >= max_new_tokens:
+                    reason = "length"
+                if reason:
+                    finished.append((res.row, ids, reason))
+            for rid, ids, reason in finished:
+                i = row_of.pop(rid)
+                gens.pop(rid, None)
+                body = ids[:-1] if reason == "eos" else ids
+                text = tok.decode(body, skip_special_tokens=True)
+                if stops:
+                    cut = _cut_stop(text, stops)
+                    if cut is not None:
+                        text, reason = text[:cut], "stop"
+                results[i] = (list(ids), text, reason)
+                bar.advance(task)
+            dec.release([r for r, _, _ in finished])
+            bar.update(task, rate=f"{n_tokens / max(time.perf_counter() - t0, 1e-9):.1f} tok/s")
+    return results  # type: ignore[return-value]

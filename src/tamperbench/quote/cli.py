@@ -1,0 +1,129 @@
+"""``tamperbench quote ...``: run the suite, print its tables, export items, score outside responses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from tamperbench.cli_options import BatchSizeOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
+from tamperbench.errors import UserError
+
+app = typer.Typer(help="Exact Words: does a model copy a sentence verbatim, planted errors and all?",
+                  no_args_is_help=True)
+
+
+@app.command()
+def run(
+    out: Path = typer.Option(..., "--out", help="Run directory (created; resumed if it holds the same spec)."),
+    model: ModelOpt = "embedded",
+    arm: str = typer.Option("both", "--arm", help="plain | strict | both"),
+    preset: str = typer.Option("standard", "--preset", help="standard | depth | colon | code"),
+    repeats: int = typer.Option(1, "--repeats", help="Repeats per item and arm (needs --temperature > 0 when > 1)."),
+    temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy; > 0 samples (for run-to-run spread)."),
+    seed: SeedOpt = 0,
+    max_new_tokens: int = typer.Option(96, "--max-new-tokens",
+                                       help="Longest gold is 45 tokens; 96 leaves room for lead-ins and glued neighbours."),
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = None,
+    batch_size: BatchSizeOpt = None,
+    items: Optional[str] = typer.Option(None, "--items", help="Comma-separated item ids (default: all)."),
+    new: NewOpt = False,
+) -> None:
+    """Ask the model every item of a preset under one or both arms; score and store each response."""
+    from tamperbench.quote.runner import QuoteRunSpec, run_quote
+    from tamperbench.quote.tables import render, summarise, write_tables, load_rows
+
+    if arm not in ("plain", "strict", "both"):
+        raise UserError(f"--arm must be plain, strict or both; got {arm!r}")
+    arms = ["plain", "strict"] if arm == "both" else [arm]
+    spec = QuoteRunSpec(model=model, preset=preset, arms=arms, repeats=repeats, temperature=temperature,
+                        seed=seed, max_new_tokens=max_new_tokens, device=device, dtype=dtype,
+                        batch_size=batch_size,
+                        item_ids=[i.strip() for i in items.split(",") if i.strip()] if items is not None else None)
+    store = run_quote(spec, out, new=new)
+    store.close()
+    console = Console()
+    summary = summarise(load_rows([out]))
+    render(summary, console)
+    j, m = write_tables(summary, out)
+    console.print(f"saved {j} and {m}")
+
+
+@app.command()
+def table(
+    runs: list[Path] = typer.Argument(..., help="One or more quote run directories."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to save quote_table.json/.md "
+                                       "(default: the run directory when exactly one is given)."),
+    top: int = typer.Option(10, "--top", help="How many hardest items to list."),
+) -> None:
+    """Faithful rate per model and arm, failure taxonomy and hardest items of stored runs."""
+    from tamperbench.quote.tables import load_rows, render, summarise, write_tables
+
+    rows = load_rows(runs)
+    if not rows:
+        raise UserError(f"{', '.join(map(str, runs))}: no quote trials stored")
+    summary = summarise(rows, top=top)
+    console = Console()
+    render(summary, console)
+    target = out if out is not None else (runs[0] if len(runs) == 1 else None)
+    if target is None:
+        console.print("several runs given and no --out: tables printed, not saved")
+        return
+    j, m = write_tables(summary, target)
+    console.print(f"saved {j} and {m}")
+
+
+@app.command()
+def items(
+    out: Path = typer.Option(..., "--out", help="JSONL file to write."),
+    preset: str = typer.Option("standard", "--preset", help="standard | depth | colon | code"),
+) -> None:
+    """Export a preset's items with their documents so responses can be collected anywhere."""
+    from tamperbench.quote.items import build_prompt, document_for, load_items
+
+    rows = []
+    for it in load_items(preset):
+        doc = document_for(it)
+        rows.append({"id": it.id, "preset": it.preset, "document_id": it.doc_id, "unit": it.unit,
+                     "instruction": it.instruction("plain"), "strict_instruction": it.instruction("strict"),
+                     "gold": it.gold, "planted_span": it.planted.span if it.planted else None,
+                     "corrected_form": it.planted.corrected if it.planted else None,
+                     "planted_kind": it.planted.kind if it.planted else None,
+                     "document": doc.text, "prompt_plain": build_prompt(it, "plain"),
+                     "prompt_strict": build_prompt(it, "strict")})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    Console(stderr=True).print(f"wrote {len(rows)} {preset} items to {out}")
+
+
+@app.command()
+def score(
+    responses: Path = typer.Argument(..., help="JSONL with item_id and response on each line."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Verdicts JSONL (default: stdout)."),
+) -> None:
+    """Score responses collected elsewhere; report each bad line on stderr and score the rest.
+
+    Exit status 1 when any line was skipped (malformed JSON, unknown item id, missing fields).
+    An empty response is scored (no_answer) and also reported, since it is usually a collection bug.
+    """
+    from tamperbench.quote.score_file import score_lines
+
+    if not responses.is_file():
+        raise UserError(f"{responses}: no such file")
+    verdicts, problems, skipped = score_lines(responses.read_text(encoding="utf-8").splitlines())
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    for line_no, msg in problems:
+        err.print(f"{responses}:{line_no}: {msg}")
+    text = "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in verdicts)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    err.print(f"scored {len(verdicts)} line(s), skipped {skipped}" + (f", verdicts in {out}" if out else ""))
+    if skipped:
+        raise typer.Exit(1)

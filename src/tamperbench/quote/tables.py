@@ -1,0 +1,153 @@
+"""Summaries of quote runs: faithful rate per model and arm, failure taxonomy, hardest items.
+
+Computed from the stored, scored records only (never re-generated), so ``quote table`` on a
+copied run directory reproduces the numbers exactly. Saved as JSON (for scripts) and markdown
+(for reading) next to the records.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from tamperbench.quote.runner import TABLE
+from tamperbench.quote.scorer import CATEGORIES
+from tamperbench.store import RunStore
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval: honest at 0/n and n/n, unlike the normal approximation."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (max(0.0, mid - half), min(1.0, mid + half))
+
+
+def load_rows(run_dirs: list[Path]) -> list[dict]:
+    """Scored records of every run, each tagged with a readable model label from its provenance."""
+    rows = []
+    for run in run_dirs:
+        store = RunStore.open_existing(run, read_only=True)
+        try:
+            prov = {pid: json.loads(rec) for pid, rec in store.con.execute("SELECT id, record FROM provenance").fetchall()}
+            for r in store.rows(TABLE):
+                p = prov.get(r["provenance_id"], {})
+                r["model_label"] = f"{p.get('source', r['model'])} [{p.get('sha256', '?')[:12]}, {p.get('dtype', '?')}]"
+                r["run"] = str(run)
+                rows.append(r)
+        finally:
+            store.close()
+    return rows
+
+
+def summarise(rows: list[dict], top: int = 10) -> dict:
+    by_model_arm: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_model_arm[(r["model_label"], r["preset"], r["arm"])].append(r)
+    rates = []
+    for (model, preset, arm), rs in sorted(by_model_arm.items()):
+        n = len(rs)
+        k = sum(r["category"] == "faithful" for r in rs)
+        kn = sum(r["category"] in ("faithful", "faithful_normalized") for r in rs)
+        per_repeat = defaultdict(list)
+        for r in rs:
+            per_repeat[r["repeat"]].append(r["category"] == "faithful")
+        reps = [sum(v) / len(v) for _, v in sorted(per_repeat.items())]
+        lo, hi = wilson(k, n)
+        dirty = [r for r in rs if r["dirty"]]
+        rates.append({
+            "model": model, "preset": preset, "arm": arm, "n": n, "faithful": k, "faithful_rate": k / n,
+            "ci95": [lo, hi], "faithful_incl_normalized": kn,
+            "dirty_n": len(dirty), "corrected": sum(r["category"] == "corrected" for r in dirty),
+            "repeats": len(reps), "repeat_rates": reps,
+            "repeat_spread": (max(reps) - min(reps)) if len(reps) > 1 else None,
+        })
+    taxonomy = Counter((r["arm"], r["category"]) for r in rows)
+    sub = Counter((r["category"], r["sub_label"]) for r in rows if r["category"] not in ("faithful",))
+    preserved = [r for r in rows if r["dirty"] and r["category"] not in ("faithful", "faithful_normalized")
+                 and (r.get("evidence") or {}).get("planted_span_present")]
+    per_item: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        per_item[r["item_id"]].append(r)
+    hardest = []
+    for item_id, rs in per_item.items():
+        fails = [r for r in rs if r["category"] not in ("faithful", "faithful_normalized")]
+        common = Counter(f"{r['category']}/{r['sub_label'] or '-'}" for r in fails).most_common(1)
+        hardest.append({"item_id": item_id, "failures": len(fails), "attempts": len(rs),
+                        "most_common": common[0][0] if common else None, "gold": rs[0]["gold"]})
+    hardest.sort(key=lambda h: (-h["failures"] / h["attempts"], h["item_id"]))
+    return {
+        "rates": rates,
+        "taxonomy": {arm: {c: taxonomy.get((arm, c), 0) for c in CATEGORIES}
+                     for arm in sorted({a for a, _ in taxonomy})},
+        "sub_labels": [{"category": c, "sub_label": s, "count": n} for (c, s), n in sub.most_common()],
+        "failed_dirty_with_planted_error_intact": len(preserved),
+        "hardest_items": [h for h in hardest if h["failures"]][:top],
+    }
+
+
+def render(summary: dict, console: Console) -> None:
+    t = Table(title="Exact Words: faithful (byte-identical) rate per model and arm")
+    for col in ("model", "preset", "arm", "n", "faithful", "rate", "95% CI", "+normalized", "corrected/dirty", "repeat spread"):
+        t.add_column(col)
+    for r in summary["rates"]:
+        spread = "-" if r["repeat_spread"] is None else f"{r['repeat_spread']:.1%} over {r['repeats']}"
+        t.add_row(r["model"], r["preset"], r["arm"], str(r["n"]), str(r["faithful"]), f"{r['faithful_rate']:.1%}",
+                  f"{r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}", str(r["faithful_incl_normalized"]),
+                  f"{r['corrected']}/{r['dirty_n']}", spread)
+    console.print(t)
+    tax = Table(title="Failure taxonomy (responses per class)")
+    tax.add_column("arm")
+    for c in CATEGORIES:
+        tax.add_column(c)
+    for arm, counts in summary["taxonomy"].items():
+        tax.add_row(arm, *(str(counts[c]) for c in CATEGORIES))
+    console.print(tax)
+    sub = Table(title="Near-miss sub-labels")
+    for col in ("class", "sub-label", "count"):
+        sub.add_column(col)
+    for s in summary["sub_labels"]:
+        sub.add_row(s["category"], s["sub_label"] or "-", str(s["count"]))
+    console.print(sub)
+    hard = Table(title="Hardest items")
+    for col in ("item", "failed", "most common failure", "gold sentence"):
+        hard.add_column(col)
+    for h in summary["hardest_items"]:
+        hard.add_row(h["item_id"], f"{h['failures']}/{h['attempts']}", h["most_common"] or "-", h["gold"][:70])
+    console.print(hard)
+    console.print(f"Failed quotes of dirty items that kept the planted error: "
+                  f"{summary['failed_dirty_with_planted_error_intact']}")
+
+
+def to_markdown(summary: dict) -> str:
+    lines = ["# Exact Words summary", "", "| model | preset | arm | n | faithful | rate | 95% CI | +normalized | corrected/dirty |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in summary["rates"]:
+        lines.append(f"| {r['model']} | {r['preset']} | {r['arm']} | {r['n']} | {r['faithful']} | {r['faithful_rate']:.1%} "
+                     f"| {r['ci95'][0]:.1%}-{r['ci95'][1]:.1%} | {r['faithful_incl_normalized']} | {r['corrected']}/{r['dirty_n']} |")
+    lines += ["", "## Failure taxonomy", "", "| arm | " + " | ".join(CATEGORIES) + " |",
+              "|---" * (len(CATEGORIES) + 1) + "|"]
+    for arm, counts in summary["taxonomy"].items():
+        lines.append(f"| {arm} | " + " | ".join(str(counts[c]) for c in CATEGORIES) + " |")
+    lines += ["", "## Sub-labels", "", "| class | sub-label | count |", "|---|---|---|"]
+    lines += [f"| {s['category']} | {s['sub_label'] or '-'} | {s['count']} |" for s in summary["sub_labels"]]
+    lines += ["", "## Hardest items", "", "| item | failed | most common failure | gold |", "|---|---|---|---|"]
+    lines += [f"| {h['item_id']} | {h['failures']}/{h['attempts']} | {h['most_common'] or '-'} | {h['gold']} |"
+              for h in summary["hardest_items"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(summary: dict, out_dir: Path) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    j, m = out_dir / "quote_table.json", out_dir / "quote_table.md"
+    j.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    m.write_text(to_markdown(summary))
+    return j, m

@@ -1,0 +1,75 @@
+"""``tamperbench sleight run|table``: the Sleight of Word benchmark from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from tamperbench.cli_options import BatchSizeOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
+from tamperbench.errors import UserError
+
+app = typer.Typer(help="Sleight of Word: swap a word in the model's own answer as it writes; does it notice?",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+
+
+@app.command("run")
+def run_cmd(
+    out: Path = typer.Option(..., "--out", help="Run directory (created; resumed when it holds the same spec)."),
+    model: ModelOpt = "embedded",
+    preset: str = typer.Option("quick", "--preset", help="quick (a few questions/words, 96 tokens) or paper."),
+    questions: Optional[int] = typer.Option(None, "--questions", help="Use this many questions."),
+    words: Optional[int] = typer.Option(None, "--words", help="Use this many substitutions (Mandela effect first)."),
+    trigger: Optional[list[str]] = typer.Option(None, "--trigger", help="Trigger word; repeat for several (default: the)."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Token budget per answer."),
+    keep_topk: bool = typer.Option(False, "--keep-topk", help="Also store the top-20 ids and log-probs per token."),
+    seed: SeedOpt = 0,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = None,
+    batch_size: BatchSizeOpt = None,
+    new: NewOpt = False,
+) -> None:
+    """Run (or resume) the benchmark, then print Tables 1-3."""
+    from tamperbench.sleight.presets import build_spec
+    from tamperbench.sleight.runner import run
+    from tamperbench.sleight.tables import render
+    from tamperbench.store import RunStore
+
+    spec = build_spec(model=model, preset=preset, questions=questions, words=words, triggers=trigger,
+                      max_new_tokens=max_new_tokens, keep_topk=keep_topk, seed=seed, device=device, dtype=dtype,
+                      batch_size=batch_size)
+    err = Console(stderr=True)
+    rep = run(spec, out, new=new, console=err)
+    err.print(f"{rep.trials_written} trials written, {rep.trials_skipped} already stored, {rep.swaps} swaps, "
+              f"{rep.tokens} tokens in {rep.seconds:.1f}s -> {out}")
+    with RunStore.open_existing(out, read_only=True) as store:
+        render(store, Console())
+
+
+@app.command("table")
+def table_cmd(run_dir: Path = typer.Argument(..., help="A sleight run directory.")) -> None:
+    """Print Tables 1-3 of a run and save them there (tables.md, tables.json)."""
+    from tamperbench.sleight.records import TRIALS_TABLE
+    from tamperbench.sleight.tables import render
+    from tamperbench.store import RunStore
+
+    with RunStore.open_existing(run_dir, read_only=True) as store:
+        if store.spec_dict.get("suite") != "sleight" or not store.has_table(TRIALS_TABLE):
+            raise UserError(f"{run_dir}: not a sleight run (no {TRIALS_TABLE} table)")
+        render(store, Console())
+
+
+def main() -> None:  # pragma: no cover - for `python -m tamperbench.sleight.cli`
+    import sys
+
+    try:
+        app(standalone_mode=False)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,160 @@
+"""Protocol data (Appendices E and F) and the two presets, resolved into a frozen run spec.
+
+Why a spec object: the run directory stores it (``spec.json``) and refuses to resume under a
+different one, so every number in a run comes from exactly one set of questions, words, trigger
+words, budget and decoding settings.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from tamperbench.errors import UserError
+
+ENTITY = "Mandela effect"
+WINDOW = 8  # tokens after each swap (protocol, "Internal signals")
+TOPK = 20  # candidates for the renormalised entropy (vLLM's max_logprobs default in the paper)
+
+
+@lru_cache(maxsize=None)
+def _load(name: str) -> dict:
+    return json.loads(resources.files("tamperbench.sleight").joinpath("data", name).read_text("utf-8"))
+
+
+def protocol_questions() -> list[tuple[str, str]]:
+    """The 100 fixed questions of Appendix F as (id, text), in the protocol's order."""
+    return [(q["id"], q["text"]) for q in _load("questions.json")["questions"]]
+
+
+def protocol_words() -> list[str]:
+    """The 100 neutral substitution words of Appendix E, in the protocol's order."""
+    return list(_load("words.json")["words"])
+
+
+def entity_phrase() -> str:
+    return _load("words.json")["entity"]
+
+
+class Preset(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    question_ids: tuple[str, ...]
+    substitutions: tuple[str, ...]
+    max_new_tokens: int
+
+
+def _paper() -> Preset:
+    return Preset(
+        name="paper",
+        question_ids=tuple(i for i, _ in protocol_questions()),
+        substitutions=(entity_phrase(), *protocol_words()),
+        max_new_tokens=256,
+    )
+
+
+# Questions whose greedy SmolLM2-135M-Instruct answers use "the" early (measured with the
+# embedded model, 96 new tokens), so the quick preset exercises swaps, mentions and matched branches.
+QUICK_QUESTIONS = ("q006", "q000", "q066", "q026")
+QUICK_WORDS = (ENTITY, "scarf", "canoe")
+
+
+def _quick() -> Preset:
+    return Preset(name="quick", question_ids=QUICK_QUESTIONS, substitutions=QUICK_WORDS, max_new_tokens=96)
+
+
+PRESETS = {"paper": _paper, "quick": _quick}
+
+
+def get_preset(name: str) -> Preset:
+    if name not in PRESETS:
+        raise UserError(f"--preset: unknown preset '{name}' (choose one of: {', '.join(PRESETS)})")
+    return PRESETS[name]()
+
+
+class SleightSpec(BaseModel):
+    """Everything that decides a Sleight of Word run's numbers. Frozen; stored as spec.json."""
+
+    model_config = ConfigDict(frozen=True)
+
+    suite: Literal["sleight"] = "sleight"
+    model: str
+    preset: str
+    questions: tuple[tuple[str, str], ...]  # (id, text)
+    substitutions: tuple[str, ...]
+    triggers: tuple[str, ...]
+    max_new_tokens: int
+    decoding: Literal["greedy"] = "greedy"
+    window: int = WINDOW
+    topk: int = TOPK
+    keep_topk: bool = False
+    seed: int = 0
+    device: str = "auto"
+    dtype: str | None = None
+    batch_size: int | None = None
+
+
+def _extend(chosen: list, pool: list, n: int | None, what: str) -> list:
+    """First n of ``chosen``; beyond it, continue with ``pool`` items not yet chosen (protocol order)."""
+    if n is None:
+        return chosen
+    if n < 1:
+        raise UserError(f"--{what}: the {what} list would be empty (got {n}); give at least 1")
+    out = chosen[:n]
+    for item in pool:
+        if len(out) >= n:
+            break
+        if item not in out:
+            out.append(item)
+    if len(out) < n:
+        raise UserError(f"--{what}: only {len(out)} {what} exist in the protocol, asked for {n}")
+    return out
+
+
+def build_spec(
+    *,
+    model: str,
+    preset: str = "quick",
+    questions: int | None = None,
+    words: int | None = None,
+    triggers: list[str] | None = None,
+    max_new_tokens: int | None = None,
+    keep_topk: bool = False,
+    seed: int = 0,
+    device: str = "auto",
+    dtype: str | None = None,
+    batch_size: int | None = None,
+) -> SleightSpec:
+    """Resolve a preset plus CLI overrides into a spec, rejecting anything that cannot run."""
+    p = get_preset(preset)
+    by_id = dict(protocol_questions())
+    qids = _extend(list(p.question_ids), list(by_id), questions, "questions")
+    subs = _extend(list(p.substitutions), [entity_phrase(), *protocol_words()], words, "words")
+    budget = p.max_new_tokens if max_new_tokens is None else max_new_tokens
+    if budget < 1:
+        raise UserError(f"--max-new-tokens: the token budget must be at least 1, got {budget}")
+    trig = [t.strip() for t in (triggers or ["the"])]
+    if any(not t for t in trig):
+        raise UserError("--trigger: trigger words must be non-empty")
+    if any(len(t.split()) > 1 for t in trig):
+        raise UserError(f"--trigger: triggers are single words, got {[t for t in trig if len(t.split()) > 1]}")
+    if batch_size is not None and batch_size < 1:
+        raise UserError(f"--batch-size: must be a positive integer, got {batch_size}")
+    return SleightSpec(
+        model=model,
+        preset=p.name,
+        questions=tuple((i, by_id[i]) for i in qids),
+        substitutions=tuple(subs),
+        triggers=tuple(dict.fromkeys(t.lower() for t in trig)),
+        max_new_tokens=budget,
+        keep_topk=keep_topk,
+        seed=seed,
+        device=device,
+        dtype=dtype,
+        batch_size=batch_size,
+    )

@@ -1,0 +1,47 @@
+"""The whole judge pipeline with the real embedded model (SmolLM2-135M) as the judge.
+
+The model is tiny and labels poorly; what is tested is the pipeline: real chat-templated prompts
+carrying the fenced reply, real generations stored raw, parse status recorded, a retry on
+failures, verdicts and agreement derived, and a resumed run adding nothing.
+"""
+
+import pytest
+
+from tamperbench.judge.prompt import LABELS
+from tamperbench.judge.runner import JudgeConfig, run_jury
+from tamperbench.judge.samples import SAMPLES, sample_rows, write_fixture_run
+from tamperbench.store import RunStore
+
+pytestmark = pytest.mark.model
+
+
+def test_embedded_judge_pipeline(tmp_path, embedded_backend):
+    samples = SAMPLES[:2]  # the CPU is the limit: two replies exercise batching, retry and storage
+    run = write_fixture_run(tmp_path / "run", sample_rows(samples))
+    cfg = JudgeConfig(max_new_tokens=16)
+    summary = run_jury(run, ["embedded"], lambda spec: embedded_backend, cfg, show_progress=False)
+    assert summary.n_judged == len(samples) and summary.new_votes == {"embedded": len(samples)}
+    with RunStore.open_existing(run) as store:
+        votes = store.rows("judge_votes")
+        verdicts = store.rows("judge_verdicts")
+        prov = store.con.execute("SELECT id FROM provenance").fetchall()
+    assert len(votes) == len(samples) and len(verdicts) == len(samples)
+    assert (embedded_backend.provenance_id,) in prov
+    for v in votes:
+        assert v["provenance_id"] == embedded_backend.provenance_id
+        assert "You are a careful evaluator" in v["prompt_text"] and f"REPLY-{v['fence_nonce']}" in v["prompt_text"]
+        assert v["prompt_text"] == embedded_backend.chat_text(
+            [{"role": "user", "content": v["prompt_text"].split("<|im_start|>user\n", 1)[1].rsplit("<|im_end|>", 1)[0]}],
+            system=v["prompt_text"].split("<|im_start|>system\n", 1)[1].split("<|im_end|>", 1)[0])
+        assert v["status"] in ("parsed", "parsed_on_retry", "partial", "unparsed")
+        assert (v["attempts"] == 1) == (v["status"] == "parsed")
+        assert (v["retry_text"] is None) == (v["attempts"] == 1)
+        if v["status"] == "unparsed":
+            assert all(v[k] is None for k in LABELS)
+    # one judge: the verdict is its vote, label by label
+    by_trial = {v["trial_key"]: v for v in votes}
+    for verdict in verdicts:
+        assert all(verdict[k] == by_trial[verdict["trial_key"]][k] for k in LABELS)
+    # resume: nothing new to judge
+    again = run_jury(run, ["embedded"], lambda spec: embedded_backend, cfg, show_progress=False)
+    assert again.new_votes == {"embedded": 0}
