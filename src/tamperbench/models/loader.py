@@ -35,6 +35,9 @@ def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | N
                  batch_size: int | None = None):
     """Load a model spec into an :class:`~tamperbench.models.hf.HFBackend`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # our own progress bars cover long work; a 0.1 s weight load needs none
 
     from tamperbench.models.hf import HFBackend, choose_batch_size
 
