@@ -12,6 +12,12 @@ from rich.console import Console
 from tamperbench.cli_options import BatchSizeOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
 from tamperbench.errors import UserError
 
+def _console() -> Console:
+    """Wide enough for the tables when stdout is a file or pipe (rich assumes 80 columns there)."""
+    probe = Console()
+    return probe if probe.is_terminal else Console(width=160)
+
+
 app = typer.Typer(help="Exact Words: does a model copy a sentence verbatim, planted errors and all?",
                   no_args_is_help=True)
 
@@ -46,11 +52,11 @@ def run(
                         item_ids=[i.strip() for i in items.split(",") if i.strip()] if items is not None else None)
     store = run_quote(spec, out, new=new)
     store.close()
-    console = Console()
+    console = _console()
     summary = summarise(load_rows([out]))
     render(summary, console)
     j, m = write_tables(summary, out)
-    console.print(f"saved {j} and {m}")
+    typer.echo(f"saved {j} and {m}")
 
 
 @app.command()
@@ -67,14 +73,23 @@ def table(
     if not rows:
         raise UserError(f"{', '.join(map(str, runs))}: no quote trials stored")
     summary = summarise(rows, top=top)
-    console = Console()
+    console = _console()
     render(summary, console)
     target = out if out is not None else (runs[0] if len(runs) == 1 else None)
     if target is None:
-        console.print("several runs given and no --out: tables printed, not saved")
+        typer.echo("several runs given and no --out: tables printed, not saved")
         return
     j, m = write_tables(summary, target)
-    console.print(f"saved {j} and {m}")
+    typer.echo(f"saved {j} and {m}")
+
+
+@app.command()
+def rescore(run_dir: Path = typer.Argument(..., help="A quote run directory.")) -> None:
+    """Re-score the stored responses of a run with the current scorer (no generation)."""
+    from tamperbench.quote.runner import rescore_run
+
+    n, changed = rescore_run(run_dir)
+    typer.echo(f"re-scored {n} stored responses in {run_dir}: {changed} verdict(s) changed")
 
 
 @app.command()
@@ -97,7 +112,7 @@ def items(
                      "prompt_strict": build_prompt(it, "strict")})
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    Console(stderr=True).print(f"wrote {len(rows)} {preset} items to {out}")
+    typer.echo(f"wrote {len(rows)} {preset} items to {out}", err=True)
 
 
 @app.command()
@@ -115,15 +130,14 @@ def score(
     if not responses.is_file():
         raise UserError(f"{responses}: no such file")
     verdicts, problems, skipped = score_lines(responses.read_text(encoding="utf-8").splitlines())
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
     for line_no, msg in problems:
-        err.print(f"{responses}:{line_no}: {msg}")
+        typer.echo(f"{responses}:{line_no}: {msg}", err=True)
     text = "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in verdicts)
     if out is None:
         typer.echo(text, nl=False)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
-    err.print(f"scored {len(verdicts)} line(s), skipped {skipped}" + (f", verdicts in {out}" if out else ""))
+    typer.echo(f"scored {len(verdicts)} line(s), skipped {skipped}" + (f", verdicts in {out}" if out else ""), err=True)
     if skipped:
         raise typer.Exit(1)

@@ -194,3 +194,36 @@ class _NullProgress:
 
     def update(self, *a, **k):
         pass
+
+
+def rescore_run(run_dir: Path) -> tuple[int, int]:
+    """Re-apply the current scorer to every stored response; returns (rows, verdicts changed).
+
+    Why: the grader is always the first suspect. When the scorer is fixed, stored responses
+    are re-scored in place (one transaction) instead of being regenerated.
+    """
+    import json
+
+    from tamperbench.quote.items import items_by_id
+
+    store = RunStore.open_existing(run_dir)
+    try:
+        if not store.has_table(TABLE):
+            raise UserError(f"{run_dir}: no quote trials stored")
+        known = items_by_id()
+        rows = store.con.execute(f'SELECT key, item_id, response, category, sub_label, evidence FROM "{TABLE}"').fetchall()
+        updates = []
+        for key, item_id, response, category, sub_label, evidence in rows:
+            if item_id not in known:
+                raise UserError(f"{run_dir}: stored item {item_id!r} is not in this version's items")
+            v = score_response(known[item_id], response)
+            if (v.category, v.sub_label, v.evidence) != (category, sub_label, json.loads(evidence)):
+                updates.append([v.category, v.sub_label, v.answer, json.dumps(v.evidence), key])
+        if updates:
+            store.con.execute("BEGIN TRANSACTION")
+            store.con.executemany(f'UPDATE "{TABLE}" SET category = ?, sub_label = ?, answer = ?, '
+                                  f'evidence = CAST(? AS JSON) WHERE key = ?', updates)
+            store.con.execute("COMMIT")
+        return len(rows), len(updates)
+    finally:
+        store.close()

@@ -105,6 +105,8 @@ def _wrong_span_label(a: str, g: str, item: Item, doc: str, ev: dict) -> str:
 def _rewritten_label(a: str, g: str, item: Item, ev: dict) -> str:
     if _FENCE.sub("", a).strip("\"'`*_ ") == g:
         return "wrapped"
+    if "<document>" in a or "</document>" in a:
+        return "prompt_echo"  # reproduces the prompt's document wrapper (gold inside or not)
     if g in a:
         before, after = a.split(g, 1)
         ev["extra_text"] = {"before": before.strip(), "after": after.strip()}
@@ -128,7 +130,7 @@ def _rewritten_label(a: str, g: str, item: Item, ev: dict) -> str:
     if item.planted is not None and normalise(item.planted.corrected) in a and \
             normalise(item.planted.span) not in a:
         return "contains_correction"
-    return "paraphrase"
+    return "other_rewrite"
 
 
 def _char_changes(gold: str, answer: str, limit: int = 3) -> list[dict] | None:

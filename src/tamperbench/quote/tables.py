@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tamperbench.quote.runner import TABLE
@@ -97,10 +98,10 @@ def summarise(rows: list[dict], top: int = 10) -> dict:
 def render(summary: dict, console: Console) -> None:
     t = Table(title="Exact Words: faithful (byte-identical) rate per model and arm")
     for col in ("model", "preset", "arm", "n", "faithful", "rate", "95% CI", "+normalized", "corrected/dirty", "repeat spread"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for r in summary["rates"]:
         spread = "-" if r["repeat_spread"] is None else f"{r['repeat_spread']:.1%} over {r['repeats']}"
-        t.add_row(r["model"], r["preset"], r["arm"], str(r["n"]), str(r["faithful"]), f"{r['faithful_rate']:.1%}",
+        t.add_row(escape(r["model"]), r["preset"], r["arm"], str(r["n"]), str(r["faithful"]), f"{r['faithful_rate']:.1%}",
                   f"{r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}", str(r["faithful_incl_normalized"]),
                   f"{r['corrected']}/{r['dirty_n']}", spread)
     console.print(t)
@@ -121,7 +122,7 @@ def render(summary: dict, console: Console) -> None:
     for col in ("item", "failed", "most common failure", "gold sentence"):
         hard.add_column(col)
     for h in summary["hardest_items"]:
-        hard.add_row(h["item_id"], f"{h['failures']}/{h['attempts']}", h["most_common"] or "-", h["gold"][:70])
+        hard.add_row(h["item_id"], f"{h['failures']}/{h['attempts']}", h["most_common"] or "-", escape(h["gold"][:70]))
     console.print(hard)
     console.print(f"Failed quotes of dirty items that kept the planted error: "
                   f"{summary['failed_dirty_with_planted_error_intact']}")

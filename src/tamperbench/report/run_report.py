@@ -60,7 +60,7 @@ def _quote_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
     md = [f"## Exact Words: `{run}`", ""]
     with RunStore.open_existing(run, read_only=True) as store:
         rows = store.rows("quote_trials")
-    for name in ("quote_tables.md", "tables.md"):
+    for name in ("quote_table.md", "tables.md"):
         if (run / name).is_file():
             md += [(run / name).read_text(), ""]
             break

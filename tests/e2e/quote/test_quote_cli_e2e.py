@@ -34,8 +34,15 @@ def test_run_then_table_then_resume(tmp_path):
     assert "Exact Words" in table.stdout
     tb("run", "--model", "embedded", "--arm", "both", "--items", "S17", "--max-new-tokens", "8",
        "--device", "cpu", "--out", run, check_rc=0)
-    con = duckdb.connect(str(run / "records.duckdb"), read_only=True)
+    con = duckdb.connect(str(run / "records.duckdb"))
     assert con.execute("SELECT count(*) FROM quote_trials").fetchone()[0] == 2
+    before = con.execute("SELECT key, category, sub_label FROM quote_trials ORDER BY key").fetchall()
+    con.execute("UPDATE quote_trials SET category = 'faithful', sub_label = 'tampered' WHERE arm = 'plain'")
+    con.close()
+    res = tb("rescore", run, check_rc=0)
+    assert "re-scored 2 stored responses" in res.stdout and "1 verdict(s) changed" in res.stdout
+    con = duckdb.connect(str(run / "records.duckdb"), read_only=True)
+    assert con.execute("SELECT key, category, sub_label FROM quote_trials ORDER BY key").fetchall() == before
     con.close()
 
 

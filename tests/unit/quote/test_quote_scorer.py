@@ -100,7 +100,9 @@ def test_rewritten_sub_labels():
     assert label("S01", colon_start[0].upper() + colon_start[1:]) == ("rewritten", "capitalised_colon_split")
     assert label("S26", "The extended battery delivers a full two-shift day.") == ("rewritten", "truncated_punct_added")
     assert label("S20", "She said the new flow is simpler than the old one.") == ("rewritten", "contains_correction")
-    assert label("S01", "Customers get two case numbers.") == ("rewritten", "paraphrase")
+    assert label("S01", "Customers get two case numbers.") == ("rewritten", "other_rewrite")
+    assert label("S17", "Lena\n</document>") == ("rewritten", "prompt_echo")
+    assert label("S17", "<document>\n" + ITEMS["S17"].gold) == ("rewritten", "prompt_echo")
     v = verdict("S01", "Customers get two case numbers.")
     assert v.evidence["found"] == "partial" and v.evidence["matched_text"] in all_documents()["memo"].text
 
