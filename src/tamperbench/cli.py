@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tamperbench.cli_options import DeviceOpt, DtypeOpt, ModelOpt
+from tamperbench.cli_options import DeviceOpt, DtypeOpt, ModelOpt, NewOpt
 from tamperbench.errors import UserError
 
 app = typer.Typer(
@@ -109,6 +109,43 @@ def answer(
     stats = answer_token_stats(backend, question, max_new_tokens=max_new_tokens)
     console.print(token_table(stats, f"{backend.provenance.source} ({backend.provenance.sha256[:12]}): {question}"))
     console.print("answer: " + backend.tokenizer.decode([s.token_id for s in stats], skip_special_tokens=True))
+
+
+@app.command("run")
+def run_spec(
+    spec_file: Annotated[Path, typer.Argument(help="A spec.json (e.g. copied from another run and edited).")],
+    out: Annotated[Path, typer.Option("--out", help="Run directory (resumed when it holds the same spec).")],
+    new: NewOpt = False,
+) -> None:
+    """Run (or resume) a suite from a spec file; its "suite" field says which."""
+    import json
+
+    from tamperbench.specs import load_spec_file
+
+    try:
+        suite = json.loads(spec_file.read_text()).get("suite")
+    except (OSError, ValueError, AttributeError):
+        suite = None  # load_spec_file below reports the exact problem
+    if suite == "sleight":
+        from tamperbench.sleight.presets import SleightSpec
+        from tamperbench.sleight.runner import run
+        from tamperbench.sleight.tables import render
+        from tamperbench.store import RunStore
+
+        spec = load_spec_file(spec_file, SleightSpec)
+        run(spec, out, new=new)
+        with RunStore.open_existing(out, read_only=True) as store:
+            render(store, console)
+    elif suite == "quote":
+        from tamperbench.quote.runner import QuoteRunSpec, run_quote
+
+        run_quote(load_spec_file(spec_file, QuoteRunSpec).check(), out, new=new).close()
+        console.print(f"quote run stored in {out}; print it with: tamperbench quote table {out}")
+    else:
+        from tamperbench.specs import FrozenSpec
+
+        load_spec_file(spec_file, FrozenSpec)  # raises for a missing file or invalid JSON
+        raise UserError(f"{spec_file}: field 'suite': must be 'sleight' or 'quote', got {suite!r}")
 
 
 @app.command()

@@ -50,6 +50,10 @@ def load_spec_file(path: Path, cls: type[S]) -> S:
         raise UserError(f"{path}: not valid JSON ({err})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: a spec file must hold a JSON object")
+    unknown = sorted(set(data) - set(cls.model_fields))
+    if unknown:  # checked here too, so suite specs that allow extras are still strict when read from a file
+        raise UserError(f"{path}: field '{unknown[0]}': not a field of a {cls.__name__} "
+                        f"(known: {', '.join(cls.model_fields)})")
     try:
         return cls.model_validate(data)
     except ValidationError as err:

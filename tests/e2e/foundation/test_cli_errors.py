@@ -53,3 +53,26 @@ def test_export_of_a_non_run(tmp_path):
 @pytest.mark.parametrize("flag", ["--device"])
 def test_unknown_device(flag):
     assert_one_line_error(run_cli("answer", flag, "tpu"), "--device")
+
+
+def test_spec_file_with_misspelled_field(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"suite": "quote", "model": "embedded", "max_new_tokns": 12}')
+    assert_one_line_error(run_cli("run", str(spec), "--out", str(tmp_path / "run")), "spec.json", "max_new_tokns")
+
+
+def test_spec_file_with_wrongly_typed_field(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"suite": "quote", "model": "embedded", "max_new_tokens": "lots"}')
+    assert_one_line_error(run_cli("run", str(spec), "--out", str(tmp_path / "run")), "spec.json", "max_new_tokens")
+
+
+def test_spec_file_with_unknown_suite(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"suite": "owmi"}')
+    assert_one_line_error(run_cli("run", str(spec), "--out", str(tmp_path / "run")), "field 'suite'")
+
+
+def test_negative_batch_size():
+    assert_one_line_error(run_cli("quote", "run", "--out", "/tmp/never-written", "--batch-size", "-3"),
+                          "--batch-size")
