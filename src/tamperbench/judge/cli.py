@@ -58,8 +58,14 @@ def run_cmd(
 
         return load_backend(spec, device=device, dtype=dtype, batch_size=batch_size)
 
+    def precheck(spec: str):
+        from tamperbench.models.sources import resolve
+
+        return resolve(spec)
+
     start = time.perf_counter()
-    summary = run_jury(run, judge, loader, JudgeConfig(max_new_tokens=max_new_tokens, seed=seed, fence=fence))
+    summary = run_jury(run, judge, loader, JudgeConfig(max_new_tokens=max_new_tokens, seed=seed, fence=fence),
+                       precheck=precheck)
     elapsed = time.perf_counter() - start
     console.print(f"{summary.n_trials} sleight records: {summary.n_judged} judged, {summary.n_untouched} untouched "
                   f"(not judged), {summary.n_empty} swapped but empty (not judged); {elapsed:.1f} s")

@@ -84,13 +84,22 @@ def split_trials(trials: Sequence[SleightTrial]) -> tuple[list[SleightTrial], in
     return [t for t in trials if t.judgeable], untouched, empty
 
 
-def load_jury(judges: Sequence[str], loader: Loader) -> dict[str, object]:
-    """Load every judge up front; any failure is a UserError naming that --judge, before any write."""
+def load_jury(judges: Sequence[str], loader: Loader, precheck: Loader | None = None) -> dict[str, object]:
+    """Load every judge up front; any failure is a UserError naming that --judge, before any write.
+
+    ``precheck`` (cheap, e.g. resolving the spec to files) runs on every judge before the first
+    expensive load, so a typo in the third --judge fails in a second, not after two model loads.
+    """
     if not judges:
         raise UserError("--judge: give at least one judge model spec")
     dupes = sorted({j for j in judges if list(judges).count(j) > 1})
     if dupes:
         raise UserError(f"--judge: {', '.join(dupes)} given more than once; a jury needs distinct judges")
+    for spec in judges if precheck is not None else ():
+        try:
+            precheck(spec)
+        except UserError as err:
+            raise UserError(f"--judge {spec}: cannot load this judge ({err})") from None
     jury: dict[str, object] = {}
     for spec in judges:
         try:
@@ -199,7 +208,7 @@ def parse_rates(store: RunStore, jury: Sequence[str], cfg_id: str) -> list[Parse
 
 
 def run_jury(run_dir: Path, judges: Sequence[str], loader: Loader, cfg: JudgeConfig, *,
-             show_progress: bool = True) -> RunSummary:
+             show_progress: bool = True, precheck: Loader | None = None) -> RunSummary:
     """The whole ``judge run`` pipeline; returns counts for the CLI to print."""
     store = open_run(run_dir)
     try:
@@ -208,7 +217,7 @@ def run_jury(run_dir: Path, judges: Sequence[str], loader: Loader, cfg: JudgeCon
         if not trials:
             raise UserError(f"{run_dir}: none of the {len(all_trials)} sleight records has a swap and a non-empty "
                             f"reply ({untouched} untouched, {empty} empty): nothing to judge")
-        jury = load_jury(judges, loader)
+        jury = load_jury(judges, loader, precheck)
         write_evidence(store, trials)
         new = judge_all(store, jury, trials, cfg, show_progress=show_progress)
         pids = [getattr(b, "provenance_id", "") for b in jury.values()]

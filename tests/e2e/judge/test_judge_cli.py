@@ -59,13 +59,13 @@ def test_evidence_command_offline(tmp_path):
 
 @pytest.mark.model
 def test_run_annotate_agreement_with_embedded_judge(tmp_path):
-    run = write_fixture_run(tmp_path / "run", sample_rows(SAMPLES[:2]))
+    run = write_fixture_run(tmp_path / "run", sample_rows(SAMPLES[:1]))  # one reply: the CPU is the limit
     proc = cli("run", str(run), "--judge", "embedded", "--max-new-tokens", "16", "--device", "cpu")
     assert proc.returncode == 0, proc.stderr
-    assert "2 judged" in proc.stdout and "unparsed rate" in proc.stdout and "evidence_vs_jury" in proc.stdout
+    assert "1 judged" in proc.stdout and "unparsed rate" in proc.stdout and "evidence_vs_jury" in proc.stdout
     assert judge_tables(run) == JUDGE_TABLES - {"human_labels"}
 
-    ann = subprocess.Popen([sys.executable, "-m", "tamperbench.cli", "judge", "annotate", str(run), "--sample", "2",
+    ann = subprocess.Popen([sys.executable, "-m", "tamperbench.cli", "judge", "annotate", str(run), "--sample", "1",
                             "--port", "0", "--exit-when-done"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=ENV)
     try:
@@ -84,7 +84,7 @@ def test_run_annotate_agreement_with_embedded_judge(tmp_path):
         if ann.poll() is None:
             ann.kill()
     assert ann.returncode == 0, err
-    assert "2 of 2 sampled replies labelled" in out
+    assert "1 of 1 sampled replies labelled" in out
 
     proc = cli("agreement", str(run))
     assert proc.returncode == 0, proc.stderr
@@ -92,4 +92,4 @@ def test_run_annotate_agreement_with_embedded_judge(tmp_path):
     with RunStore.open_existing(run) as s:
         rows = s.rows("judge_agreement", "WHERE kind = 'judge_vs_human' AND rater_a = 'jury'")
     assert {r["label"] for r in rows} == {"flagged", "corrected", "derailed", "aware"}
-    assert all(r["n"] <= 2 for r in rows)
+    assert all(r["n"] <= 1 for r in rows)  # no-majority (unparsed) verdicts are left out, never read as False

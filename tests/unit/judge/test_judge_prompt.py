@@ -58,3 +58,16 @@ def test_special_tokens_are_defused():
 def test_trigger_phrase():
     assert trigger_phrase("the") == "the"
     assert trigger_phrase("the,a") == 'the" or "a'
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(reply=st.text(max_size=200), question=st.text(max_size=40))
+def test_property_fence_holds_any_reply_verbatim(reply, question):
+    p = build_prompt(JudgeInput("k", question, "the", "canoe", reply))
+    fence = f"REPLY-{p.nonce}"
+    assert p.user.count(f"<<<{fence}\n") == 1 and p.user.count(f"\n{fence}>>>") == 1
+    assert p.user.split(f"<<<{fence}\n", 1)[1].split(f"\n{fence}>>>", 1)[0] == reply

@@ -154,3 +154,19 @@ def test_duplicate_judges_rejected(run_dir, scripted_judge, perfect):
 def test_agreement_without_verdicts_is_a_user_error(run_dir):
     with RunStore.open_existing(run_dir) as s, pytest.raises(UserError, match="no judge verdicts"):
         compute_agreement(s)
+
+
+def test_precheck_fails_before_any_model_load(run_dir, scripted_judge, perfect):
+    loaded = []
+
+    def loader(spec):
+        loaded.append(spec)
+        return scripted_judge(spec, perfect)
+
+    def precheck(spec):
+        if spec == "typo":
+            raise UserError("model 'typo': path does not exist")
+
+    with pytest.raises(UserError, match="--judge typo"):
+        run_jury(run_dir, ["a", "b", "typo"], loader, JudgeConfig(), show_progress=False, precheck=precheck)
+    assert loaded == [] and not tables(run_dir) & JUDGE_TABLES
