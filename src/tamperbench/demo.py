@@ -27,8 +27,9 @@ def demo_steps(out: Path, model: str) -> list[tuple[str, list[str]]]:
     return [
         ("one greedy answer, token by token", ["answer", DEMO_QUESTION, "--model", model, "--max-new-tokens", "40"]),
         ("Sleight of Word, quick preset", ["sleight", "run", "--model", model, "--preset", "quick", "--out", sleight]),
-        ("judge jury (the embedded model as its only juror) + evidence detector",
-         ["judge", "run", sleight, "--judge", model]),
+        ("rule-based evidence detector (offline, no model)", ["judge", "evidence", sleight]),
+        ("judge jury (the embedded model as its only juror)",
+         ["judge", "run", sleight, "--judge", model, "--max-new-tokens", "64"]),
         ("Sleight of Word tables with judge columns", ["sleight", "table", sleight]),
         ("Exact Words, quick subset, both arms",
          ["quote", "run", "--model", model, "--arm", "both", "--items", ",".join(chosen), "--out", quote]),
