@@ -57,6 +57,13 @@ def _messages(question: str) -> list[dict]:
     return [{"role": "user", "content": question}]
 
 
+DIGITS = 5  # stored per-token values are rounded to 1e-5 nats: DuckDB then compresses them as decimals (ALP)
+
+
+def _r(xs, sign: float = 1.0) -> list[float]:
+    return [round(sign * float(x), DIGITS) for x in xs]
+
+
 def _common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
     for x, y in zip(a, b):
@@ -74,10 +81,10 @@ def clean_record(backend, spec: SleightSpec, qid: str, question: str, trace, key
         key=key, provenance_id=backend.provenance_id, model=spec.model, question_id=qid, question=question,
         prompt_text=backend.chat_text(_messages(question)), prompt_ids=backend.chat_ids(_messages(question)),
         max_new_tokens=spec.max_new_tokens, token_ids=ids, text=text,
-        surprisal=[-float(x) for x in trace.logprobs], entropy_full=[float(x) for x in trace.entropy_full],
-        entropy_top20=[float(x) for x in trace.entropy_top20],
+        surprisal=_r(trace.logprobs, -1.0), entropy_full=_r(trace.entropy_full),
+        entropy_top20=_r(trace.entropy_top20),
         topk_ids=trace.topk_ids if spec.keep_topk else None,
-        topk_logprobs=trace.topk_logprobs if spec.keep_topk else None,
+        topk_logprobs=[_r(row) for row in trace.topk_logprobs] if spec.keep_topk else None,
         whole_word_occurrences=count_whole_words(text, spec.triggers), finish_reason=trace.finish_reason,
         thinking=has_thinking(tok.decode(ids)), decode_seconds=float(trace.decode_seconds),
     )
@@ -100,15 +107,15 @@ def trial_record(backend, spec: SleightSpec, qid: str, question: str, prompt_tex
         provenance_id=backend.provenance_id, model=spec.model, question_id=qid, question=question,
         prompt_text=prompt_text, trigger=",".join(spec.triggers), substitution=substitution,
         entity=substitution == entity_phrase(), clean_key=ckey, reaction_text=text, fork_at=fork,
-        n_tokens=len(ids), token_ids=ids[fork:], surprisal=[-float(x) for x in trace.logprobs[fork:]],
-        entropy_full=[float(x) for x in trace.entropy_full[fork:]],
-        entropy_top20=[float(x) for x in trace.entropy_top20[fork:]],
-        topk_ids=trace.topk_ids[fork:] if keep else None, topk_logprobs=trace.topk_logprobs[fork:] if keep else None,
+        n_tokens=len(ids), token_ids=ids[fork:], surprisal=_r(trace.logprobs[fork:], -1.0),
+        entropy_full=_r(trace.entropy_full[fork:]), entropy_top20=_r(trace.entropy_top20[fork:]),
+        topk_ids=trace.topk_ids[fork:] if keep else None,
+        topk_logprobs=[_r(row) for row in trace.topk_logprobs[fork:]] if keep else None,
         injected=[i for i, f in enumerate(trace.injected) if f],
         swap_positions=[s.position for s in swaps], swap_injected=[s.n_injected for s in swaps],
-        matched_surprisal=[[-float(x) for x in s.matched_clean_logprobs] for s in swaps],
-        matched_entropy_full=[[float(x) for x in s.matched_clean_entropy_full] for s in swaps],
-        matched_entropy_top20=[[float(x) for x in s.matched_clean_entropy_top20] for s in swaps],
+        matched_surprisal=[_r(s.matched_clean_logprobs, -1.0) for s in swaps],
+        matched_entropy_full=[_r(s.matched_clean_entropy_full) for s in swaps],
+        matched_entropy_top20=[_r(s.matched_clean_entropy_top20) for s in swaps],
         swap_count=len(swaps), mentions=int(trace.mentions), spaceless=int(trace.spaceless),
         occurrences=occ, coverage=cov, untouched=not swaps, thinking=has_thinking(tok.decode(ids)),
         finish_reason=trace.finish_reason, decode_seconds=float(trace.decode_seconds),

@@ -25,20 +25,27 @@ def _pts(v: float | None) -> str:
 
 
 def table1(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
-    head = ["Model", "Trials", "Flag.", "Flag. (M.E.)", "Ign.", "Derail.", "Corr.", "Switch aware",
-            "Δ surp. (nats)", "Δ ent. top-20 (nats)", "Δ ent. full (nats)",
-            "Paired Δ surp.", "Paired Δ ent. top-20", "Paired Δ ent. full", "Coverage"]
+    """The paper's Table 1: judge labels and the post-swap rise (top-20 entropy, as in the paper)."""
+    head = ["Model", "Flag.", "Flag. (M.E.)", "Ign.", "Derail.", "Corr.", "Switch aware",
+            "Δ surp. (nats)", "Δ ent. (nats)"]
     rows = []
     for m in summ:
         j = m["judge"]
         rows.append([
-            m["model"], str(m["trials"]), _pct(j["flagged"]), _pct(j["flagged_entity"]), _pct(j["ignored"]),
+            m["model"], _pct(j["flagged"]), _pct(j["flagged_entity"]), _pct(j["ignored"]),
             _pct(j["derailed"]), _pct(j["corrected"]), "" if j["aware"] is None else f"{j['aware']:.1f}",
             fmt_estimate(m["delta_surprisal"]), fmt_estimate(m["delta_entropy_top20"]),
-            fmt_estimate(m["delta_entropy_full"]), fmt_estimate(m["paired_surprisal"]),
-            fmt_estimate(m["paired_entropy_top20"]), fmt_estimate(m["paired_entropy_full"]),
-            f"{100 * m['coverage']:.1f}%",
         ])
+    return head, rows
+
+
+def table1b(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """Table 1 extended: full-vocabulary entropy, the matched-branch paired Deltas and coverage."""
+    head = ["Model", "Trials", "Swaps", "Δ ent. full", "Paired Δ surp.", "Paired Δ ent. top-20",
+            "Paired Δ ent. full", "Coverage"]
+    rows = [[m["model"], str(m["trials"]), str(m["swaps"]), fmt_estimate(m["delta_entropy_full"]),
+             fmt_estimate(m["paired_surprisal"]), fmt_estimate(m["paired_entropy_top20"]),
+             fmt_estimate(m["paired_entropy_full"]), f"{100 * m['coverage']:.1f}%"] for m in summ]
     return head, rows
 
 
@@ -66,6 +73,8 @@ def table3(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
 TITLES = {
     "table1": "Table 1: judge labels (%; empty until judged) and post-swap rise in surprisal / entropy "
               "(mean over questions, 95% bootstrap CI over questions)",
+    "table1b": "Table 1b: full-vocabulary entropy, matched-branch paired Deltas (per swap: post-swap window "
+               "minus the unaltered branch's next tokens) and replacement coverage",
     "table2": "Table 2: entity phrase (Mandela effect) vs the neutral substituted words",
     "table3": "Table 3: untouched trials (the trigger never appeared, no swap)",
 }
@@ -80,16 +89,18 @@ def _markdown(title: str, head: list[str], rows: list[list[str]]) -> str:
 def render(store, console: Console | None = None) -> dict:
     """Compute, print and save the three tables; returns the JSON that was saved."""
     console = console or Console()
+    if not console.is_terminal and console.width < 160:
+        console.width = 160  # piped / captured output: do not fold the interval columns into 80 columns
     spec = store.spec_dict
     summ = summarize(store, window=spec.get("window", 8), seed=spec.get("seed", 0))
-    built = {"table1": table1(summ), "table2": table2(summ), "table3": table3(summ)}
+    built = {"table1": table1(summ), "table1b": table1b(summ), "table2": table2(summ), "table3": table3(summ)}
     md = [f"# Sleight of Word: {Path(store.run_dir).name}", "",
           f"Triggers: {', '.join(spec.get('triggers', []))}; budget {spec.get('max_new_tokens')} tokens; "
           f"{len(spec.get('questions', []))} questions x {len(spec.get('substitutions', []))} substitutions.", ""]
     for name, (head, rows) in built.items():
         t = Table(title=TITLES[name], title_justify="left")
-        for h in head:
-            t.add_column(h, overflow="fold")
+        for i, h in enumerate(head):
+            t.add_column(h, overflow="fold", no_wrap=i == 0)
         for r in rows:
             t.add_row(*r)
         console.print(t)

@@ -35,7 +35,6 @@ def test_run_resume_and_table(tmp_path):
         assert r["n_tokens"] <= 32 and r["fork_at"] == r["swap_positions"][0]
         assert r["substitution"].lower().split()[0] in r["reaction_text"].lower()
         assert 0 < r["coverage"] <= 1
-    mtime = (run_dir / "records.duckdb").stat().st_mtime_ns
 
     again = CliRunner().invoke(app, [*ARGS, "--out", str(run_dir)])
     assert again.exit_code == 0, again.output
@@ -48,7 +47,6 @@ def test_run_resume_and_table(tmp_path):
     saved = json.loads((run_dir / "tables.json").read_text())
     assert saved["models"][0]["trials"] == 4
     assert (run_dir / "tables.md").read_text().count("|") > 20
-    assert mtime  # the database file exists and was only read by `table`
 
 
 @pytest.mark.parametrize(
@@ -60,3 +58,14 @@ def test_bad_input_is_a_user_error(tmp_path, extra, field):
     res = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "r"), *extra])
     assert isinstance(res.exception, UserError) and field in str(res.exception)
     assert not (tmp_path / "r").exists()
+
+
+def test_unproducible_trigger_warns_and_covers_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    res = CliRunner().invoke(app, ["run", "--questions", "1", "--words", "1", "--max-new-tokens", "8", "--device", "cpu",
+                                   "--trigger", "xylophonically", "--out", str(run_dir)])
+    assert res.exit_code == 0, res.output
+    assert "warning" in res.output and "xylophonically" in res.output
+    n_trials, _, rows = _counts(run_dir)
+    assert n_trials == 1 and rows[0]["coverage"] == 0.0 and rows[0]["untouched"] and rows[0]["swap_count"] == 0
+    assert rows[0]["trigger"] == "xylophonically"

