@@ -12,16 +12,13 @@ Tables (all carry ``trial_key`` = the ``key`` of the judged ``sleight_trials`` r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-import pyarrow as pa
 
 from tamperbench.errors import UserError
 from tamperbench.store import Record, RunStore
-from tamperbench.store.run_store import _columns
 
 SLEIGHT_TABLE = "sleight_trials"
 SLEIGHT_COLUMNS = ("key", "question_id", "question", "trigger", "substitution", "reaction_text", "swap_count",
@@ -147,26 +144,5 @@ def read_sleight_trials(store: RunStore) -> list[SleightTrial]:
 
 def replace_rows(store: RunStore, table: str, model: type[Record], records: Sequence[Record],
                  where: str = "", params: list | None = None) -> None:
-    """Delete rows matching ``where`` (all rows if empty) and insert ``records``, in ONE transaction.
-
-    WHY not ``store.write``: verdicts and agreement are derived data that must be replaced when the
-    jury changes, and a reader must never see the table half-replaced.
-    """
-    store.ensure_table(table, model)
-    cols = _columns(model)
-    rows = []
-    for rec in records:
-        d = rec.model_dump(mode="json")
-        rows.append({c: json.dumps(d[c]) if t == "JSON" else d[c] for c, t in cols.items()})
-    batch = pa.Table.from_pylist(rows, schema=None) if rows else None  # noqa: F841 (DuckDB replacement scan)
-    names = ", ".join(f'"{c}"' for c in cols)
-    select = ", ".join(f'CAST("{c}" AS {t})' for c, t in cols.items())
-    store.con.execute("BEGIN TRANSACTION")
-    try:
-        store.con.execute(f'DELETE FROM "{table}" {("WHERE " + where) if where else ""}', params or [])
-        if rows:
-            store.con.execute(f'INSERT INTO "{table}" ({names}) SELECT {select} FROM batch')
-        store.con.execute("COMMIT")
-    except BaseException:
-        store.con.execute("ROLLBACK")
-        raise
+    """Replace derived rows atomically (see :meth:`RunStore.replace`)."""
+    store.replace(table, model, records, where, params)

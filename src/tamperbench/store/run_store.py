@@ -144,7 +144,7 @@ class RunStore:
 
     def has_table(self, table: str) -> bool:
         q = "SELECT count(*) FROM information_schema.tables WHERE table_name = ?"
-        return self.con.execute(q, [table]).fetchone()[0] > 0
+        return self.con.execute(q, [table]).fetchall()[0][0] > 0
 
     def put_provenance(self, provenance: BaseModel) -> str:
         pid = provenance.id  # type: ignore[attr-defined]
@@ -156,36 +156,65 @@ class RunStore:
             return set()
         return {k for (k,) in self.con.execute(f'SELECT key FROM "{table}"').fetchall()}
 
-    def write(self, table: str, records: Iterable[BaseModel]) -> int:
-        """Insert one batch in one transaction; keys already stored are ignored. Returns rows added."""
-        records = list(records)
-        if not records:
-            return 0
-        if table not in self._tables:
-            self.ensure_table(table, type(records[0]))
+    def _arrow_batch(self, table: str, records: list[BaseModel]) -> tuple[pa.Table, str, str]:
+        """Records as one Arrow table, plus the column list and the typed SELECT that inserts them."""
         cols = self._tables[table]
         rows = []
         for rec in records:
             d = rec.model_dump(mode="json")
             rows.append({c: json.dumps(d[c]) if t == "JSON" else d[c] for c, t in cols.items()})
-        # One Arrow batch per call: DuckDB ingests it columnar, far faster than executemany.
-        batch = pa.Table.from_pylist(rows)  # noqa: F841 (read by DuckDB's replacement scan)
         names = ", ".join(f'"{c}"' for c in cols)
         select = ", ".join(f'CAST("{c}" AS {t})' for c, t in cols.items())
-        before = self.count(table)
+        return pa.Table.from_pylist(rows), names, select
+
+    def _transaction(self, statements: list[tuple[str, list]], batch: pa.Table | None) -> None:
+        self.con.register("batch", batch if batch is not None else pa.table({}))
         self.con.execute("BEGIN TRANSACTION")
         try:
-            self.con.execute(f'INSERT OR IGNORE INTO "{table}" ({names}) SELECT {select} FROM batch')
+            for sql, params in statements:
+                self.con.execute(sql, params)
             self.con.execute("COMMIT")
         except BaseException:
             self.con.execute("ROLLBACK")
             raise
+        finally:
+            self.con.unregister("batch")
+
+    def write(self, table: str, records: Iterable[BaseModel]) -> int:
+        """Insert one batch in one transaction; keys already stored are ignored. Returns rows added.
+
+        One Arrow batch per call: DuckDB ingests it columnar, far faster than executemany.
+        """
+        records = list(records)
+        if not records:
+            return 0
+        if table not in self._tables:
+            self.ensure_table(table, type(records[0]))
+        batch, names, select = self._arrow_batch(table, records)
+        before = self.count(table)
+        self._transaction([(f'INSERT OR IGNORE INTO "{table}" ({names}) SELECT {select} FROM batch', [])], batch)
         return self.count(table) - before
+
+    def replace(self, table: str, model: type[BaseModel], records: Iterable[BaseModel], where: str = "",
+                params: list | None = None) -> None:
+        """Delete rows matching ``where`` (all rows when empty) and insert ``records``, in ONE transaction.
+
+        For derived data (verdicts, agreement, human labels) that must be replaced when its inputs
+        change, without a reader ever seeing the table half-replaced.
+        """
+        self.ensure_table(table, model)
+        records = list(records)
+        statements = [(f'DELETE FROM "{table}" {("WHERE " + where) if where else ""}', params or [])]
+        batch = None
+        if records:
+            batch, names, select = self._arrow_batch(table, records)
+            statements.append((f'INSERT INTO "{table}" ({names}) SELECT {select} FROM batch', []))
+        self._transaction(statements, batch)
 
     def count(self, table: str) -> int:
         if not self.has_table(table):
             return 0
-        return self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        return self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
 
     def rows(self, table: str, where: str = "", params: list | None = None) -> list[dict]:
         if not self.has_table(table):

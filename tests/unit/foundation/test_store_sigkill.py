@@ -49,8 +49,9 @@ def run_writer(run_dir, kill_at_batch: int | None):
         assert proc.returncode == 0, out
         return out
     assert proc.stdout.readline().startswith("start")
-    while proc.stdout.readline().strip() != f"writing {kill_at_batch}":
+    while (line := proc.stdout.readline()) and line.strip() != f"writing {kill_at_batch}":
         pass
+    assert line, f"the writer ended before batch {kill_at_batch} (exit {proc.wait()})"
     time.sleep(0.005)  # land inside the batch's transaction
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
