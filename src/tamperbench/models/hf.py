@@ -8,7 +8,6 @@ size travel together with the model, so every record can say exactly what produc
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -190,6 +189,3 @@ def _eos_ids(model, tokenizer) -> list[int]:
         raise UserError("the model and tokenizer define no EOS token id")
     return ids
 
-
-def _now() -> float:
-    return time.perf_counter()

@@ -112,7 +112,7 @@ class StepDecoder:
     """Rows addressed by stable integer ids; see the module docstring for the semantics."""
 
     def __init__(self, model, *, eos_ids: Sequence[int], topk: int = 20, device=None, capacity: int = 64,
-                 column_chunk: int = 256):
+                 column_chunk: int = 64):
         self.model = model
         cfg = model.config
         self.device = torch.device(device) if device is not None else next(model.parameters()).device

@@ -124,7 +124,7 @@ class SwapEngine:
     """Batched greedy decoding of Sleight of Word trials (see the module docstring)."""
 
     def __init__(self, backend, detector, *, max_new_tokens: int, batch_size: int | None = None,
-                 window: int = 8, topk: int = 20, keep_topk: bool = False):
+                 window: int = 8, topk: int = 20, keep_topk: bool = False, matched_branches: bool = True):
         if max_new_tokens < 1:
             raise UserError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
         if batch_size is not None and batch_size < 1:
@@ -133,6 +133,9 @@ class SwapEngine:
             raise UserError(f"window must be at least 1, got {window}")
         self.backend, self.detector = backend, detector
         self.budget, self.window, self.topk, self.keep_topk = max_new_tokens, window, topk, keep_topk
+        # False skips the forked branch rows of later swaps (their matched lists stay empty): only
+        # for benchmarks that compare against loops doing no baseline work.
+        self.matched_branches = matched_branches
         self.batch_size = batch_size or backend.max_batch_size
         self.eos = set(backend.eos_ids)
         self.stats = {"tokens": 0, "steps": 0, "swaps": 0, "trials": 0, "seconds": 0.0}
@@ -287,7 +290,7 @@ class SwapEngine:
         room = self.budget - p
         repl = self.detector.replacement_ids(occ, st.sub, prev)[:room]
         ev = SwapEvent(p, occ.trigger, occ.surface, len(repl))
-        n_branch = min(self.window, self.budget - (p + 1))
+        n_branch = min(self.window, self.budget - (p + 1)) if self.matched_branches else 0
         if n_branch > 0:
             bst = _RowState("branch", st.q, DecodeTrace(), n_branch, event=ev)
             st.q.running += 1

@@ -166,3 +166,38 @@ def test_released_slots_are_reused_and_compacted(embedded_backend):
     ref_check(be.model, prompts[1], dec.generated(r1))
     with pytest.raises(ValueError):
         dec.add_rows(prompts[:3])
+
+
+def test_score_streams_the_same_logprobs(embedded_backend):
+    be = embedded_backend
+    [p] = prompts_of(be, ["why is the sky blue?"])
+    dec = be.step_decoder(capacity=1)
+    [r] = dec.add_rows([p])
+    _, stats = decode(dec, [r], 10)
+    cont = [s.token for s in stats[r]]
+    for chunk in (3, 128):  # several chunks through the cache, and one
+        got = be.score(p, cont, chunk_size=chunk)
+        assert got == pytest.approx([s.logprob for s in stats[r]], abs=1e-3)
+
+
+def test_generate_chat_greedy_stop_and_seeded_sampling(embedded_backend):
+    be = embedded_backend
+    convs = [[{"role": "user", "content": q}] for q in QUESTIONS[:2]]
+    greedy = be.generate_chat(convs, max_new_tokens=12, progress=False)
+    assert greedy[0].text == "The capital of France is Paris." and greedy[0].finish_reason == "eos"
+    assert greedy[0].prompt_text == be.chat_text(convs[0])
+    assert greedy[0].prompt_ids == be.chat_ids(convs[0])
+    assert greedy[1].finish_reason == "length" and len(greedy[1].token_ids) == 12
+    stopped = be.generate_chat(convs[:1], max_new_tokens=12, stop=[" of"], progress=False)[0]
+    assert stopped.text == "The capital" and stopped.finish_reason == "stop"
+    # a sampled answer depends on (seed, index), not on the batch it shared
+    a = be.generate_chat(convs, max_new_tokens=8, temperature=0.9, seed=3, progress=False)
+    old = be.max_batch_size
+    try:
+        be.max_batch_size = 1
+        b = be.generate_chat(convs, max_new_tokens=8, temperature=0.9, seed=3, progress=False)
+    finally:
+        be.max_batch_size = old
+    assert [g.token_ids for g in a] == [g.token_ids for g in b]
+    c = be.generate_chat(convs, max_new_tokens=8, temperature=0.9, seed=4, progress=False)
+    assert [g.token_ids for g in c] != [g.token_ids for g in a]
