@@ -141,15 +141,20 @@ def _gguf_quantization(path: Path) -> str:
 
 
 def _cache_ok(folder: Path) -> bool:
-    """A cache folder is usable only if its manifest matches every file's size and hash."""
+    """A cache folder is usable only if its manifest matches every file's size and hash.
+
+    The weights' sha256 is recomputed only when a file's mtime differs from the manifest's (any
+    write changes it), so an intact cache loads without re-hashing half a gigabyte every time.
+    """
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
         for name, meta in manifest["files"].items():
-            f = folder / name
-            if f.stat().st_size != meta["size"]:
+            st = (folder / name).stat()
+            if st.st_size != meta["size"]:
                 return False
-            if name.endswith(".safetensors") and sha256_file(f) != meta["sha256"]:
-                return False
+            if meta.get("sha256") and st.st_mtime_ns != meta.get("mtime_ns"):
+                if sha256_file(folder / name) != meta["sha256"]:
+                    return False
         return True
     except (OSError, ValueError, KeyError, TypeError):
         return False
@@ -190,7 +195,8 @@ def _build_gguf_cache(gguf: Path, folder: Path) -> None:
         clean.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         files = {
-            p.name: {"size": p.stat().st_size, "sha256": sha256_file(p) if p.suffix == ".safetensors" else None}
+            p.name: {"size": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns,
+                     "sha256": sha256_file(p) if p.suffix == ".safetensors" else None}
             for p in tmp.iterdir()
             if p.is_file()
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -54,14 +55,17 @@ def test_cache_manifest_detects_truncation_and_corruption(tmp_path):
     weights = folder / "model.safetensors"
     weights.write_bytes(bytes(range(256)) * 64)
     (folder / "config.json").write_text("{}")
-    files = {p.name: {"size": p.stat().st_size, "sha256": sha256_file(p) if p.suffix == ".safetensors" else None}
+    files = {p.name: {"size": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns,
+                      "sha256": sha256_file(p) if p.suffix == ".safetensors" else None}
              for p in folder.iterdir()}
     (folder / MANIFEST).write_text(json.dumps({"files": files}))
     assert _cache_ok(folder)
     data = bytearray(weights.read_bytes())
     data[100] ^= 0xFF
     weights.write_bytes(bytes(data))
-    assert not _cache_ok(folder), "a flipped byte must invalidate the cache"
+    st = weights.stat()
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # coarse clocks: make the write visible
+    assert not _cache_ok(folder), "a flipped byte (a write, so a new mtime) must invalidate the cache"
     weights.write_bytes(bytes(data[:1000]))
     assert not _cache_ok(folder), "a truncated file must invalidate the cache"
     (folder / MANIFEST).unlink()
