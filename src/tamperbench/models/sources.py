@@ -148,6 +148,7 @@ def _cache_ok(folder: Path) -> bool:
     """
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
+        rehashed = False
         for name, meta in manifest["files"].items():
             st = (folder / name).stat()
             if st.st_size != meta["size"]:
@@ -155,6 +156,11 @@ def _cache_ok(folder: Path) -> bool:
             if meta.get("sha256") and st.st_mtime_ns != meta.get("mtime_ns"):
                 if sha256_file(folder / name) != meta["sha256"]:
                     return False
+                meta["mtime_ns"], rehashed = st.st_mtime_ns, True
+        if rehashed:  # verified: remember the mtime so the next load need not hash again
+            tmp = folder / f"{MANIFEST}.tmp{os.getpid()}"
+            tmp.write_text(json.dumps(manifest, indent=1))
+            os.replace(tmp, folder / MANIFEST)
         return True
     except (OSError, ValueError, KeyError, TypeError):
         return False
