@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 
 from tamperbench.report.plots import (plot_label_rates, plot_quote_categories, plot_swap_profiles,
@@ -39,11 +40,14 @@ def _sleight_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
                "trigger (same prefix, same offsets), and the clean answers' per-token mean.", ""]
         (out / "sleight_swap_profile.json").write_text(json.dumps(prof, indent=1))
     if verdicts:
-        rates = {}
+        rates, counts = {}, []
         for label in LABELS:
             vals = [v[label] for v in verdicts if v.get(label) is not None]
             rates[label] = sum(vals) / len(vals) if vals else None
-        png = plot_label_rates(rates, out / "judge_labels.png", "Jury majority labels over judged replies")
+            counts.append(f"{label} {len(vals)}")
+        png = plot_label_rates(rates, out / "judge_labels.png",
+                               f"Jury majority labels over {len(verdicts)} judged replies\n"
+                               f"(replies with a majority: {', '.join(counts)})")
         imgs.append(png.name)
         md += [f"![judge labels]({png.name})", ""]
     examples = [t for t in touched if t["reaction_text"].strip()][:3]
@@ -87,6 +91,12 @@ def build_report(runs: list[Path], out: Path, title: str = "tamperbench report")
     return out / "index.html"
 
 
+def _inline(text: str) -> str:
+    """Escape first, then turn **bold** and `code` into tags (the escaped text holds no tags)."""
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(text))
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+
+
 def _markdown_to_html(text: str, title: str) -> str:
     """Tiny renderer for the subset report.md uses (headings, images, tables, bullets, paragraphs)."""
     body, in_table = [], False
@@ -109,11 +119,11 @@ def _markdown_to_html(text: str, title: str) -> str:
             body.append(f'<p><img src="{html.escape(src)}" alt="{html.escape(src)}"></p>')
         elif s.startswith("#"):
             level = len(s) - len(s.lstrip("#"))
-            body.append(f"<h{level}>{html.escape(s[level:].strip())}</h{level}>")
+            body.append(f"<h{level}>{_inline(s[level:].strip())}</h{level}>")
         elif s.startswith("- "):
-            body.append(f"<li>{html.escape(s[2:])}</li>")
+            body.append(f"<li>{_inline(s[2:])}</li>")
         elif s:
-            body.append(f"<p>{html.escape(s)}</p>")
+            body.append(f"<p>{_inline(s)}</p>")
     if in_table:
         body.append("</table>")
     style = ("body{font-family:sans-serif;max-width:1000px;margin:2em auto}table{border-collapse:collapse}"
