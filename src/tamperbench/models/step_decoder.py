@@ -231,13 +231,7 @@ class StepDecoder:
         pos = (am.long().cumsum(1) - 1).clamp(min=0)
         dc = DynamicCache(config=self.model.config)
         logits = self._forward(ids, am, pos, dc, logits_to_keep=1)[:, -1]
-        if L > self.n:
-            self._ensure_columns(L, shift=L - self.n)
-        else:
-            self._ensure_columns(self.n)
-        slots = self._claim_slots(m)
-        n = self.n
-        idx = torch.tensor(slots, device=self.device)
+        slots, n, idx = self._make_room(L, m)
         for layer, src in zip(self._layers, dc.layers):
             layer.kbuf[idx, :, n - L: n] = src.keys
             layer.vbuf[idx, :, n - L: n] = src.values
@@ -257,6 +251,15 @@ class StepDecoder:
     def _new_id(self) -> int:
         self._next_id += 1
         return self._next_id - 1
+
+    def _make_room(self, width: int, m: int) -> tuple[list[int], int, torch.Tensor]:
+        """Grow the buffers so ``width`` right-aligned columns fit, then claim ``m`` slots.
+
+        Shared by prefill and snapshot import, which both write a right-aligned block of KV.
+        """
+        self._ensure_columns(max(width, self.n), shift=max(0, width - self.n))
+        slots = self._claim_slots(m)
+        return slots, self.n, torch.tensor(slots, device=self.device)
 
     def _claim_slots(self, m: int) -> list[int]:
         """Reuse dead slots first, then grow the batch; state tensors grow with it."""
@@ -442,13 +445,7 @@ class StepDecoder:
         if copies > self.free_slots:
             raise ValueError(f"{copies} rows but only {self.free_slots} free slots")
         c = snap.kv[0][0].shape[1]
-        if c > self.n:
-            self._ensure_columns(c, shift=c - self.n)
-        else:
-            self._ensure_columns(self.n)
-        slots = self._claim_slots(copies)
-        n = self.n
-        idx = torch.tensor(slots, device=self.device)
+        slots, n, idx = self._make_room(c, copies)
         for layer, (k, v) in zip(self._layers, snap.kv):
             layer.kbuf[idx, :, n - c: n] = k
             layer.vbuf[idx, :, n - c: n] = v
