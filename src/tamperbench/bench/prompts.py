@@ -1,0 +1,25 @@
+"""Render a :class:`BenchItem` as the user-turn text a chat model sees.
+
+Kept apart from the schema so the wording can be read and reviewed in one place. The wording
+follows the common zero-shot generative formats (lettered options, 'Answer with the letter'),
+because OWMI scores free text, not log-likelihoods.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tamperbench.bench.schema import BenchItem
+
+
+def render_prompt(item: "BenchItem") -> str:
+    parts: list[str] = []
+    if item.instruction:
+        parts.append(item.instruction)
+    if item.context:
+        parts.append(item.context)
+    parts.append(item.question)
+    if item.choices:
+        parts.append("\n".join(f"{letter}. {text}" for letter, text in zip(item.letters, item.choices)))
+    return "\n\n".join(p.strip("\n") for p in parts if p)
