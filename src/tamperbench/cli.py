@@ -28,21 +28,21 @@ console = Console()
 
 
 def _mount_suites() -> None:
-    """Each suite owns a typer sub-app; mounting them here keeps suites independent of each other."""
-    import importlib
+    """Mount every registered suite's typer sub-app (see :mod:`tamperbench.suites`).
 
-    for name, help_text in [
-        ("sleight", "Sleight of Word: swap a trigger word in the model's own output."),
-        ("judge", "Judge jury: label tampered replies; agreement; human gold set."),
-        ("quote", "Exact Words: copy one sentence verbatim; deterministic scorer."),
-    ]:
+    Suite CLI modules import only typer and rich at module level, so this keeps ``--help`` fast;
+    a built-in suite whose package is absent from this install is skipped, not an error.
+    """
+    from tamperbench.suites import registered
+
+    for suite in registered().values():
         try:
-            module = importlib.import_module(f"tamperbench.{name}.cli")
-        except ModuleNotFoundError as err:
-            if err.name != f"tamperbench.{name}.cli":
-                raise
-            continue
-        app.add_typer(module.app, name=name, help=help_text)
+            sub_app = suite.part("cli")
+        except UserError:
+            if suite.cli.startswith("tamperbench."):
+                continue
+            raise
+        app.add_typer(sub_app, name=suite.name, help=suite.help)
 
 
 @app.command()
@@ -118,39 +118,20 @@ def run_spec(
     new: NewOpt = False,
 ) -> None:
     """Run (or resume) a suite from a spec file; its "suite" field says which."""
-    import json
+    from tamperbench.specs import load_spec_file, read_spec_json
+    from tamperbench.suites import runnable_suite
 
-    from tamperbench.specs import load_spec_file
-
-    try:
-        suite = json.loads(spec_file.read_text()).get("suite")
-    except (OSError, ValueError, AttributeError):
-        suite = None  # load_spec_file below reports the exact problem
-    if suite == "sleight":
-        from tamperbench.sleight.presets import SleightSpec
-        from tamperbench.sleight.runner import run
-        from tamperbench.sleight.tables import render
-        from tamperbench.store import RunStore
-
-        spec = load_spec_file(spec_file, SleightSpec)
-        run(spec, out, new=new)
-        with RunStore.open_existing(out, read_only=True) as store:
-            render(store, console)
-    elif suite == "quote":
-        from tamperbench.quote.runner import QuoteRunSpec, run_quote
-
-        run_quote(load_spec_file(spec_file, QuoteRunSpec).check(), out, new=new).close()
-        console.print(f"quote run stored in {out}; print it with: tamperbench quote table {out}")
-    else:
-        from tamperbench.specs import FrozenSpec
-
-        load_spec_file(spec_file, FrozenSpec)  # raises for a missing file or invalid JSON
-        raise UserError(f"{spec_file}: field 'suite': must be 'sleight' or 'quote', got {suite!r}")
+    raw = read_spec_json(spec_file)  # a missing file or bad JSON: one line
+    suite = runnable_suite(raw.get("suite"), f"{spec_file}: field 'suite'")
+    spec = load_spec_file(spec_file, suite.spec_model())  # validated before any run directory exists
+    suite.run(spec, out, new=new)
+    if suite.tables is not None:
+        suite.part("tables")(out, console)
 
 
 @app.command()
 def report(
-    runs: Annotated[list[Path], typer.Argument(help="Run directories (sleight and/or quote).")],
+    runs: Annotated[list[Path], typer.Argument(help="Run directories of any registered suite.")],
     out: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("report"),
 ) -> None:
     """Write a static report (report.md, index.html, PNG plots) of the given runs."""

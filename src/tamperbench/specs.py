@@ -40,16 +40,24 @@ def build_spec(cls: type[S], where: str, **values) -> S:
         raise UserError(describe_validation_error(err, where)) from None
 
 
-def load_spec_file(path: Path, cls: type[S]) -> S:
-    """Read a JSON spec file into ``cls``; any problem becomes one line naming the file and field."""
+def read_spec_json(path: Path) -> dict:
+    """The JSON object in a spec file; a missing file, bad JSON or a non-object is one line."""
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise UserError(f"{path}: spec file does not exist") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"{path}: cannot read spec file ({err})") from None
     except ValueError as err:
         raise UserError(f"{path}: not valid JSON ({err})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: a spec file must hold a JSON object")
+    return data
+
+
+def load_spec_file(path: Path, cls: type[S]) -> S:
+    """Read a JSON spec file into ``cls``; any problem becomes one line naming the file and field."""
+    data = read_spec_json(path)
     unknown = sorted(set(data) - set(cls.model_fields))
     if unknown:  # checked here too, so suite specs that allow extras are still strict when read from a file
         raise UserError(f"{path}: field '{unknown[0]}': not a field of a {cls.__name__} "

@@ -41,7 +41,6 @@ def run(
 ) -> None:
     """Ask the model every item of a preset under one or both arms; score and store each response."""
     from tamperbench.quote.runner import QuoteRunSpec, run_quote
-    from tamperbench.quote.tables import render, summarise, write_tables, load_rows
 
     if arm not in ("plain", "strict", "both"):
         raise UserError(f"--arm must be plain, strict or both; got {arm!r}")
@@ -52,10 +51,16 @@ def run(
                         item_ids=[i.strip() for i in items.split(",") if i.strip()] if items is not None else None)
     store = run_quote(spec, out, new=new)
     store.close()
-    console = _console()
-    summary = summarise(load_rows([out]))
+    render_run(out, _console())
+
+
+def render_run(run_dir: Path, console: Console) -> None:
+    """The registry's table renderer: print a run's tables and save them in the run directory."""
+    from tamperbench.quote.tables import load_rows, render, summarise, write_tables
+
+    summary = summarise(load_rows([run_dir]))
     render(summary, console)
-    j, m = write_tables(summary, out)
+    j, m = write_tables(summary, run_dir)
     typer.echo(f"saved {j} and {m}")
 
 

@@ -15,11 +15,12 @@ from pathlib import Path
 from tamperbench.report.plots import (plot_label_rates, plot_quote_categories, plot_swap_profiles,
                                       swap_aligned_profiles)
 from tamperbench.store import RunStore
+from tamperbench.suites import get_suite
 
 LABELS = ("flagged", "corrected", "derailed", "aware")
 
 
-def _sleight_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
+def sleight_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
     md, imgs = [f"## Sleight of Word: `{run}`", ""], []
     with RunStore.open_existing(run, read_only=True) as store:
         clean, trials = store.rows("sleight_clean"), store.rows("sleight_trials")
@@ -60,7 +61,7 @@ def _sleight_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
     return md, imgs
 
 
-def _quote_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
+def quote_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
     md = [f"## Exact Words: `{run}`", ""]
     with RunStore.open_existing(run, read_only=True) as store:
         rows = store.rows("quote_trials")
@@ -82,8 +83,11 @@ def build_report(runs: list[Path], out: Path, title: str = "tamperbench report")
     md = [f"# {title}", ""]
     for run in runs:
         spec = json.loads((run / "spec.json").read_text())
-        section = _sleight_section if spec.get("suite") == "sleight" else _quote_section
-        part, _ = section(run, out)
+        suite = get_suite(spec.get("suite"), f"{run / 'spec.json'}: field 'suite'")
+        if suite.report is None:
+            md += [f"## {suite.name}: `{run}`", "", f"(suite {suite.name!r} has no report section)", ""]
+            continue
+        part, _ = suite.part("report")(run, out)
         md += part
     text = "\n".join(md)
     (out / "report.md").write_text(text)

@@ -48,6 +48,15 @@ def run_cmd(
         render(store, Console())
 
 
+def render_run(run_dir: Path, console: Console) -> None:
+    """The registry's table renderer: print Tables 1-3 of a run and save them there."""
+    from tamperbench.sleight.tables import render
+    from tamperbench.store import RunStore
+
+    with RunStore.open_existing(run_dir, read_only=True) as store:
+        render(store, console)
+
+
 @app.command("table")
 def table_cmd(run_dir: Path = typer.Argument(..., help="A sleight run directory.")) -> None:
     """Print Tables 1-3 of a run and save them there (tables.md, tables.json)."""

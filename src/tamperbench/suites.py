@@ -1,0 +1,187 @@
+"""The suite registry: one place that says which suites exist and where each one's parts live.
+
+WHY import strings: ``tamperbench --help`` must stay fast, so a suite is described by
+``"module:attribute"`` strings and nothing of it (torch, its runner, its tables) is imported until
+a command needs it. ``cli.py`` mounts each suite's typer sub-app, ``tamperbench run SPEC.json``
+dispatches on the spec's ``suite`` field, and ``tamperbench report`` finds each run's section
+builder, all through :func:`registered` -- so adding a suite never edits those core files.
+
+Where suites come from, in order (a later one with the same name replaces an earlier one):
+
+1. :data:`BUILTIN` below (the suites shipped with tamperbench);
+2. the entry-point group ``tamperbench.suites`` of installed distributions (third-party suites);
+   each entry point loads to a :class:`Suite` (or a list of them);
+3. ``TAMPERBENCH_SUITES=module:attr,module:attr`` (a suite under development, or a test's toy
+   suite, without reinstalling anything).
+
+The parts a suite provides (each optional except ``cli``):
+
+- ``cli``: a ``typer.Typer`` mounted as ``tamperbench NAME``;
+- ``spec``: the frozen pydantic run spec (its ``suite`` field holds the suite's name);
+- ``runner``: ``run(spec, out, *, new) -> object``, runs or resumes the spec into run dir ``out``;
+- ``tables``: ``render(run_dir, console) -> None``, prints (and saves) the run's tables;
+- ``report``: ``section(run_dir, report_dir) -> (markdown lines, image file names)``;
+- ``needs``: backend capability names (``ChatBackend``, ``ScoringBackend``, ``StepBackend``,
+  ``HookBackend`` of :mod:`tamperbench.models.protocols`) the runner relies on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+from tamperbench.errors import UserError
+
+ENTRY_POINT_GROUP = "tamperbench.suites"
+ENV_VAR = "TAMPERBENCH_SUITES"
+
+
+def load_object(ref: str, what: str = "object") -> Any:
+    """Import ``"package.module:attr"`` and return the attribute; a bad reference is a UserError."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise UserError(f"{what} {ref!r}: expected 'module:attribute'")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and module_name.startswith(err.name):
+            raise UserError(f"{what} {ref!r}: module {module_name!r} not found") from None
+        raise  # a dependency of the module is missing: show the real problem
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UserError(f"{what} {ref!r}: {module_name} has no attribute {attr!r}") from None
+    return obj
+
+
+@dataclass(frozen=True)
+class Suite:
+    """Where one suite's parts live, as import strings (see the module docstring)."""
+
+    name: str
+    help: str
+    cli: str
+    spec: str | None = None
+    runner: str | None = None
+    tables: str | None = None
+    report: str | None = None
+    needs: tuple[str, ...] = ()
+
+    def part(self, which: str) -> Any:
+        """Import one part (``"cli"``, ``"spec"``, ``"runner"``, ``"tables"``, ``"report"``)."""
+        ref = getattr(self, which)
+        if ref is None:
+            raise UserError(f"suite {self.name!r} has no {which}")
+        return load_object(ref, f"suite {self.name!r} {which}")
+
+    @property
+    def runnable(self) -> bool:
+        """True when ``tamperbench run SPEC.json`` can run this suite's specs."""
+        return self.spec is not None and self.runner is not None
+
+    def spec_model(self) -> type:
+        return self.part("spec")
+
+    def run(self, spec: Any, out: Any, *, new: bool = False) -> Any:
+        runner: Callable[..., Any] = self.part("runner")
+        return runner(spec, out, new=new)
+
+    def check_backend(self, backend: Any) -> None:
+        """One-line error when ``backend`` lacks a capability this suite needs.
+
+        The capability protocols live in :mod:`tamperbench.models.protocols` (runtime-checkable);
+        a name that module does not define is not checked (so a suite can declare a capability
+        before the protocol exists).
+        """
+        if not self.needs:
+            return
+        try:
+            protocols = importlib.import_module("tamperbench.models.protocols")
+        except ModuleNotFoundError:
+            return
+        missing = [n for n in self.needs if isinstance(getattr(protocols, n, None), type)
+                   and not isinstance(backend, getattr(protocols, n))]
+        if missing:
+            kind = type(backend).__name__
+            raise UserError(f"suite {self.name!r}: backend {kind} lacks {', '.join(missing)}; "
+                            "use a backend that provides it (e.g. a local model: embedded, a path or org/name)")
+
+
+BUILTIN: tuple[Suite, ...] = (
+    Suite(
+        name="sleight",
+        help="Sleight of Word: swap a trigger word in the model's own output.",
+        cli="tamperbench.sleight.cli:app",
+        spec="tamperbench.sleight.presets:SleightSpec",
+        runner="tamperbench.sleight.runner:run",
+        tables="tamperbench.sleight.cli:render_run",
+        report="tamperbench.report.run_report:sleight_section",
+        needs=("StepBackend",),
+    ),
+    Suite(
+        name="judge",
+        help="Judge jury: label tampered replies; agreement; human gold set.",
+        cli="tamperbench.judge.cli:app",
+        needs=("ChatBackend",),
+    ),
+    Suite(
+        name="quote",
+        help="Exact Words: copy one sentence verbatim; deterministic scorer.",
+        cli="tamperbench.quote.cli:app",
+        spec="tamperbench.quote.runner:QuoteRunSpec",
+        runner="tamperbench.quote.runner:run",
+        tables="tamperbench.quote.cli:render_run",
+        report="tamperbench.report.run_report:quote_section",
+        needs=("ChatBackend",),
+    ),
+)
+
+
+def _as_suites(obj: Any, where: str) -> list[Suite]:
+    items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
+    for item in items:
+        if not isinstance(item, Suite):
+            raise UserError(f"{where}: expected a tamperbench.suites.Suite, got {type(item).__name__}")
+    return items
+
+
+def _external() -> list[Suite]:
+    found: list[Suite] = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        found += _as_suites(ep.load(), f"entry point {ep.name!r} ({ep.value})")
+    for ref in filter(None, (r.strip() for r in os.environ.get(ENV_VAR, "").split(","))):
+        found += _as_suites(load_object(ref, ENV_VAR), f"{ENV_VAR} {ref!r}")
+    return found
+
+
+@lru_cache(maxsize=None)
+def _registry(env: str) -> dict[str, Suite]:
+    del env  # part of the cache key only: a test that changes the variable sees its suites
+    return {s.name: s for s in (*BUILTIN, *_external())}
+
+
+def registered() -> dict[str, Suite]:
+    """Every known suite by name (built-in, entry points, ``TAMPERBENCH_SUITES``)."""
+    return dict(_registry(os.environ.get(ENV_VAR, "")))
+
+
+def get_suite(name: object, where: str = "suite") -> Suite:
+    """The suite called ``name``; anything else is a UserError listing the registered ones."""
+    suites = registered()
+    if isinstance(name, str) and name in suites:
+        return suites[name]
+    raise UserError(f"{where}: must be one of {', '.join(sorted(suites))}; got {name!r}")
+
+
+def runnable_suite(name: object, where: str) -> Suite:
+    """Like :func:`get_suite`, limited to suites that can run a spec file."""
+    runnable = {n: s for n, s in registered().items() if s.runnable}
+    if isinstance(name, str) and name in runnable:
+        return runnable[name]
+    raise UserError(f"{where}: must be one of {', '.join(sorted(runnable))}; got {name!r}")

@@ -1,0 +1,131 @@
+"""A toy suite written here, outside the package, shows up everywhere a built-in suite does.
+
+Registered only through ``TAMPERBENCH_SUITES`` (no edit to core files, no reinstall): it must be
+listed by ``tamperbench --help``, run by ``tamperbench run SPEC.json`` into a real DuckDB store,
+printed by its own table renderer and rendered by ``tamperbench report``. Real subprocess CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+
+TOY = textwrap.dedent('''
+    """A toy suite: stores n records whose value is i squared."""
+    from typing import Literal
+
+    import typer
+    from pydantic import Field
+
+    from tamperbench.specs import FrozenSpec
+    from tamperbench.store import Record, RunStore
+    from tamperbench.suites import Suite
+
+    app = typer.Typer(help="toy", no_args_is_help=True)
+
+
+    @app.command()
+    def hello() -> None:
+        """Say hello from the toy suite."""
+        print("hello from toy")
+
+
+    @app.command()
+    def other() -> None:
+        """A second command so typer keeps the group."""
+
+
+    class ToySpec(FrozenSpec):
+        suite: Literal["toy"] = "toy"
+        n: int = Field(ge=1)
+
+
+    class ToyRecord(Record):
+        i: int
+        square: int
+
+
+    def run(spec, out, *, new=False):
+        with RunStore.open(out, spec, new=new) as store:
+            store.ensure_table("toy_rows", ToyRecord)
+            store.write("toy_rows", [ToyRecord(key=f"k{i}", i=i, square=i * i) for i in range(spec.n)])
+
+
+    def tables(run_dir, console):
+        with RunStore.open_existing(run_dir, read_only=True) as store:
+            total = sum(r["square"] for r in store.rows("toy_rows"))
+        console.print(f"toy table: sum of squares = {total}")
+
+
+    def section(run_dir, report_dir):
+        with RunStore.open_existing(run_dir, read_only=True) as store:
+            n = len(store.rows("toy_rows"))
+        return [f"## Toy suite: `{run_dir}`", "", f"toy rows stored: {n}", ""], []
+
+
+    SUITE = Suite(name="toy", help="Toy suite registered from a test.", cli="toy_suite:app",
+                  spec="toy_suite:ToySpec", runner="toy_suite:run", tables="toy_suite:tables",
+                  report="toy_suite:section")
+''')
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+               TAMPERBENCH_SUITES="toy_suite:SUITE", COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "tamperbench.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+
+
+def test_toy_suite_in_help_run_and_report(tmp_path):
+    (tmp_path / "toy_suite.py").write_text(TOY)
+    helped = _cli(tmp_path, "--help")
+    assert helped.returncode == 0, helped.stderr
+    assert "toy" in helped.stdout and "Toy suite registered from a test." in helped.stdout
+    assert "sleight" in helped.stdout and "quote" in helped.stdout  # built-ins still listed
+
+    sub = _cli(tmp_path, "toy", "hello")
+    assert sub.returncode == 0 and "hello from toy" in sub.stdout, sub.stderr
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"suite": "toy", "n": 4}))
+    ran = _cli(tmp_path, "run", str(spec), "--out", str(tmp_path / "run"))
+    assert ran.returncode == 0, ran.stderr
+    assert "sum of squares = 14" in ran.stdout  # 0 + 1 + 4 + 9, by hand
+    with duckdb.connect(str(tmp_path / "run" / "records.duckdb"), read_only=True) as con:
+        assert con.execute('SELECT count(*), sum(square) FROM "toy_rows"').fetchone() == (4, 14)
+    assert json.loads((tmp_path / "run" / "spec.json").read_text()) == {"suite": "toy", "n": 4}
+
+    rep = _cli(tmp_path, "report", str(tmp_path / "run"), "--out", str(tmp_path / "report"))
+    assert rep.returncode == 0, rep.stderr
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "## Toy suite:" in md and "toy rows stored: 4" in md
+
+
+def test_toy_spec_constraint_refused_before_any_run_dir(tmp_path):
+    (tmp_path / "toy_suite.py").write_text(TOY)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"suite": "toy", "n": 0}))
+    proc = _cli(tmp_path, "run", str(spec), "--out", str(tmp_path / "run"))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "field 'n'" in proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_suite_lists_registered_ones(tmp_path):
+    (tmp_path / "toy_suite.py").write_text(TOY)
+    spec = tmp_path / "spec.json"
+    for body in ({"suite": "owmi-typo"}, {"model": "embedded"}):
+        spec.write_text(json.dumps(body))
+        proc = _cli(tmp_path, "run", str(spec), "--out", str(tmp_path / "run"))
+        assert proc.returncode == 2
+        line = proc.stderr.strip()
+        assert "\n" not in line and "field 'suite'" in line, line
+        for name in ("quote", "sleight", "toy"):
+            assert name in line, line
+        assert not (tmp_path / "run").exists()
