@@ -10,26 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import BaseModel
 
 from tamperbench.errors import UserError
 from tamperbench.models.memory import choose_batch_size
+from tamperbench.models.protocols import Generation
 from tamperbench.models.step_decoder import StepDecoder
 
 __all__ = ["Generation", "HFBackend", "choose_batch_size"]
-
-
-class Generation(BaseModel):
-    """One generated answer and the exact prompt that produced it."""
-
-    text: str  # decoded new text, stop string (and everything after it) removed
-    token_ids: list[int]  # new token ids (through the token that completed a stop string)
-    prompt_text: str
-    prompt_ids: list[int]
-    finish_reason: Literal["eos", "length", "stop"]
 
 
 class HFBackend:
@@ -50,6 +40,17 @@ class HFBackend:
     @property
     def provenance_id(self) -> str:
         return self.provenance.id
+
+    @property
+    def max_context(self) -> int:
+        """The model's context length in tokens (config's max_position_embeddings)."""
+        return int(getattr(self.model.config, "max_position_embeddings", None) or 0)
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = True) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def encode(self, text: str) -> list[int]:
+        return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
 
     # ---------------------------------------------------------------- templating
     def _messages(self, messages: Sequence[dict], system: str | None) -> list[dict]:
@@ -148,6 +149,33 @@ class HFBackend:
                 out.extend(logp.gather(1, targets[:, None])[:, 0].tolist())
             pos = end
         return out
+
+    @torch.inference_mode()
+    def next_token_distributions(self, input_ids: Sequence[int], *, chunk_size: int = 128,
+                                 start: int = 0) -> Iterator[tuple[list[int], torch.Tensor]]:
+        """Yields (positions, float32 log-probs [len(positions), vocab]) chunk by chunk: row i is
+        the model's distribution of the token after ``input_ids[positions[i]]``.
+
+        Why a generator: a 4k-token prompt times a 150k vocabulary is 2.4 GB of float32; streamed
+        through the KV cache only chunk_size x vocab is alive at once (OWMI's divergence).
+        """
+        from transformers import DynamicCache
+
+        ids = list(input_ids)
+        if not ids:
+            raise UserError("next_token_distributions() needs at least one token")
+        cache = DynamicCache(config=self.model.config)
+        pos = 0
+        while pos < len(ids):
+            end = min(pos + chunk_size, len(ids))
+            chunk = torch.tensor([ids[pos:end]], device=self.device)
+            keep_from = max(start, pos)
+            keep = end - keep_from
+            logits = self.model(input_ids=chunk, cache=cache, use_cache=True,
+                                logits_to_keep=max(keep, 1)).logits[0]
+            if keep > 0:
+                yield list(range(keep_from, end)), torch.log_softmax(logits[-keep:].float(), dim=-1)
+            pos = end
 
     # ---------------------------------------------------------------- hooks
     @contextmanager

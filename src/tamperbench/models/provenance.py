@@ -15,6 +15,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 
+_OMIT_IF_NONE = ("dtype", "device", "torch_version", "transformers_version")
+
+
 class ModelProvenance(BaseModel):
     """Where a model came from and how it was loaded. Frozen: one per loaded backend."""
 
@@ -27,17 +30,28 @@ class ModelProvenance(BaseModel):
     revision: str | None = None
     quantization: str | None = None
     architecture: str | None = None
-    dtype: str
-    device: str
-    torch_version: str
-    transformers_version: str
+    # torch-only fields: None for a backend that runs no torch model in this process (an HTTP
+    # server); omitted from the id when None so existing ids stay what they were
+    dtype: str | None = None
+    device: str | None = None
+    torch_version: str | None = None
+    transformers_version: str | None = None
     tamperbench_version: str
     python_version: str = platform.python_version()
+    # "model" (the tokenizer's own), "none" (raw completion prompt) or "file:<sha256>:<path>";
+    # left out of the id when "model" so ids of runs made before the option existed stay valid
+    chat_template: str = "model"
 
     @property
     def id(self) -> str:
         """Short stable id: the same weights loaded the same way give the same id."""
-        canon = json.dumps(self.model_dump(), sort_keys=True, separators=(",", ":"))
+        data = self.model_dump()
+        for key in _OMIT_IF_NONE:
+            if data.get(key) is None:
+                data.pop(key, None)
+        if data.get("chat_template") == "model":
+            data.pop("chat_template")
+        canon = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
