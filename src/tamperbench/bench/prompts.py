@@ -22,4 +22,11 @@ def render_prompt(item: "BenchItem") -> str:
     parts.append(item.question)
     if item.choices:
         parts.append("\n".join(f"{letter}. {text}" for letter, text in zip(item.letters, item.choices)))
+        parts.append(mc_answer_line(item))
     return "\n\n".join(p.strip("\n") for p in parts if p)
+
+
+def mc_answer_line(item: "BenchItem") -> str:
+    """The answer-format line under the options; the scorer coerces the reply to one of these letters."""
+    letters = item.letters
+    return f"Answer with the letter of the correct option ({letters[0]}-{letters[-1]})."

@@ -1,0 +1,1 @@
+"""Each benchmark's own scoring rule, dispatched on ``BenchItem.scoring`` (see :mod:`.score`)."""
