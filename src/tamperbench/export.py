@@ -2,17 +2,46 @@
 
 Records carry only ``provenance_id``; the export joins the provenance table so each exported
 row stands alone (model source, file hash, dtype, device, library versions) without the run dir.
+
+WHY so careful: a run directory is often someone else's (shared to reproduce a figure), so its
+table names are untrusted data. Only record tables are exported: a plain identifier name and the
+columns every :class:`~tamperbench.store.Record` has. Identifiers are quoted and the output path is
+a bound parameter, never spliced into SQL, so neither can run a statement or write elsewhere.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import duckdb
+
 from tamperbench.errors import UserError
-from tamperbench.store import RunStore
+from tamperbench.store import Record, RunStore
+from tamperbench.store.run_store import quote_ident
 
 FORMATS = ("parquet", "csv", "jsonl")
 INTERNAL = {"provenance", "meta"}
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
+_RECORD_COLUMNS = set(Record.model_fields)
+_OPTIONS = {"parquet": "FORMAT parquet", "csv": "FORMAT csv, HEADER", "jsonl": "FORMAT json"}
+
+
+def record_tables(store: RunStore) -> tuple[list[str], list[str]]:
+    """(record tables, other tables) of a run: only the first kind is ever exported."""
+    known, other = [], []
+    for name in store.tables():
+        if name in INTERNAL:
+            continue
+        cols = set(store.column_types(name))
+        (known if _NAME.fullmatch(name) and _RECORD_COLUMNS <= cols else other).append(name)
+    return known, other
+
+
+def _target(out: Path, name: str, fmt: str, several: bool) -> Path:
+    if out.is_dir():
+        raise UserError(f"--out: {out} is a directory; give a file name such as {out / ('export.' + fmt)}")
+    return out.with_name(f"{out.stem}.{name}{out.suffix or '.' + fmt}") if several else out
 
 
 def export_run(run_dir: Path, fmt: str, out: Path, table: str | None = None) -> list[tuple[str, Path, int]]:
@@ -21,26 +50,36 @@ def export_run(run_dir: Path, fmt: str, out: Path, table: str | None = None) -> 
         raise UserError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
     store = RunStore.open_existing(run_dir, read_only=True)
     try:
-        tables = [t for t in store.tables() if t not in INTERNAL]
+        tables, other = record_tables(store)
         if table is not None:
             if table not in tables:
-                raise UserError(f"--table: '{table}' is not in {run_dir} (has: {', '.join(tables) or 'none'})")
+                why = "is not a record table of" if table in other else "is not in"
+                raise UserError(f"--table: {table!r} {why} {run_dir} (record tables: {', '.join(tables) or 'none'})")
             tables = [table]
+        elif other:
+            raise UserError(f"{run_dir}: table {other[0]!r} is not a tamperbench record table; refusing to export "
+                            f"it (export the others one at a time with --table: {', '.join(tables) or 'none'})")
         if not tables:
             raise UserError(f"{run_dir}: the run has no records to export")
+        targets = [(name, _target(out, name, fmt, len(tables) > 1)) for name in tables]
         written = []
-        for name in tables:
-            target = out if len(tables) == 1 else out.with_name(f"{out.stem}.{name}{out.suffix or '.' + fmt}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            cols = {c for (c,) in store.con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [name]).fetchall()}
-            if "provenance_id" in cols:
-                query = (f'SELECT r.*, p.record AS provenance FROM "{name}" r '
+        for name, target in targets:
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise UserError(f"--out: cannot create {target.parent} ({err.strerror or err})") from None
+            if target.is_dir():
+                raise UserError(f"--out: {target} is a directory; give a file name")
+            ident = quote_ident(name)
+            if "provenance_id" in store.column_types(name):
+                query = (f"SELECT r.*, p.record AS provenance FROM {ident} r "
                          "LEFT JOIN provenance p ON p.id = r.provenance_id ORDER BY r.key")
             else:
-                query = f'SELECT * FROM "{name}"'
-            options = {"parquet": "FORMAT parquet", "csv": "FORMAT csv, HEADER", "jsonl": "FORMAT json"}[fmt]
-            store.con.execute(f"COPY ({query}) TO '{target}' ({options})")
+                query = f"SELECT * FROM {ident} ORDER BY key"
+            try:
+                store.con.execute(f"COPY ({query}) TO $target ({_OPTIONS[fmt]})", {"target": str(target)})
+            except duckdb.IOException as err:
+                raise UserError(f"--out: cannot write {target} ({str(err).splitlines()[0]})") from None
             written.append((name, target, store.count(name)))
         return written
     finally:

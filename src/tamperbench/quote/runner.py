@@ -224,11 +224,10 @@ def rescore_run(run_dir: Path) -> tuple[int, int]:
             v = score_response(known[item_id], response)
             if (v.category, v.sub_label, v.evidence) != (category, sub_label, json.loads(evidence)):
                 updates.append([v.category, v.sub_label, v.answer, json.dumps(v.evidence), key])
-        if updates:
-            store.con.execute("BEGIN TRANSACTION")
-            store.con.executemany(f'UPDATE "{TABLE}" SET category = ?, sub_label = ?, answer = ?, '
-                                  f'evidence = CAST(? AS JSON) WHERE key = ?', updates)
-            store.con.execute("COMMIT")
+        if updates:  # one transaction: a failure leaves every stored verdict as it was
+            with store.transaction() as con:
+                con.executemany(f'UPDATE "{TABLE}" SET category = ?, sub_label = ?, answer = ?, '
+                                f'evidence = CAST(? AS JSON) WHERE key = ?', updates)
         return len(rows), len(updates)
     finally:
         store.close()

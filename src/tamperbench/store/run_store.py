@@ -12,23 +12,30 @@ loses at most the batch in flight: DuckDB's write-ahead log is replayed on the n
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import types
 import typing
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
 from pydantic import BaseModel, Field
 
 from tamperbench.errors import UserError
+from tamperbench.store import lock as run_lock
 
 SCHEMA_VERSION = 1
 SPEC_FILE = "spec.json"
 DB_FILE = "records.duckdb"
+
+
+def quote_ident(name: str) -> str:
+    """A SQL identifier, double-quoted with inner quotes doubled: a table name is data, never SQL."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def canonical_json(obj: Any) -> str:
@@ -74,63 +81,132 @@ def _columns(model: type[BaseModel]) -> dict[str, str]:
     return {name: _duck_type(f.annotation) for name, f in model.model_fields.items()}
 
 
+def _read_spec(spec_path: Path, hint: str = "") -> dict:
+    """The stored spec.json as a dict; a garbage file is one line naming it, never a traceback."""
+    try:
+        stored = json.loads(spec_path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise UserError(f"{spec_path}: cannot read ({err.strerror or err})") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        why = err.msg if isinstance(err, json.JSONDecodeError) else str(err).split(":")[0]
+        raise UserError(f"{spec_path}: not valid JSON ({why}){hint}") from None
+    if not isinstance(stored, dict):
+        raise UserError(f"{spec_path}: not a JSON object{hint}")
+    return stored
+
+
+def _check_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a database written by another store schema version (its columns may mean other things)."""
+    try:
+        row = con.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+    except duckdb.Error:
+        row = None
+    found = row[0] if row else None
+    if found != str(SCHEMA_VERSION):
+        what = f"schema version {found}" if found is not None else "no schema version"
+        raise UserError(f"{path}: written with store {what}; this tamperbench reads schema version "
+                        f"{SCHEMA_VERSION} (use the tamperbench version that wrote it, or export from it)")
+
+
+def _probe_unlocked(db: Path) -> None:
+    """Refuse ``--new`` while a process without our lock file (an older version) holds ``db``.
+
+    A database that cannot be opened for another reason (corrupt, foreign) is still moved aside.
+    """
+    try:
+        duckdb.connect(str(db)).close()
+    except duckdb.Error as err:
+        if "lock" in str(err).lower():
+            raise UserError(f"{db}: another process holds this run database; wait for it to finish "
+                            "or use another --out") from None
+
+
 class RunStore:
     """One run directory, opened by one writer process at a time."""
 
-    def __init__(self, run_dir: Path, con: duckdb.DuckDBPyConnection, spec_dict: dict):
+    def __init__(self, run_dir: Path, con: duckdb.DuckDBPyConnection, spec_dict: dict,
+                 lock_key: str | None = None):
         self.run_dir = run_dir
         self.con = con
         self.spec_dict = spec_dict
         self._tables: dict[str, dict[str, str]] = {}
+        self._lock_key = lock_key
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
     def open(cls, run_dir: str | Path, spec: BaseModel, *, new: bool = False) -> "RunStore":
-        """Open (or create) a run for ``spec``; refuse a different spec unless ``new``."""
+        """Open (or create) a run for ``spec``; refuse a different spec unless ``new``.
+
+        The run's writer lock is taken before anything is read, moved or written; with ``new`` the
+        old run is moved to ``RUN/.superseded/<time>/``, never deleted.
+        """
         run_dir = Path(run_dir)
         spec_dict = json.loads(canonical_json(spec))
         spec_path = run_dir / SPEC_FILE
-        if spec_path.exists() and not new:
+        key = run_lock.acquire(run_dir)
+        try:
+            if spec_path.exists() and not new:
+                stored = _read_spec(spec_path, hint="; pass --new to start this run afresh")
+                if stored != spec_dict:
+                    diff = sorted(k for k in set(stored) | set(spec_dict) if stored.get(k) != spec_dict.get(k))
+                    raise UserError(
+                        f"{run_dir}: holds a run with a different spec (differs in: {', '.join(diff)}); "
+                        "use another --out or pass --new to replace it"
+                    )
+            if new:
+                if (run_dir / DB_FILE).exists():
+                    _probe_unlocked(run_dir / DB_FILE)
+                run_lock.move_aside(run_dir, (SPEC_FILE, DB_FILE, DB_FILE + ".wal"))
+            tmp = spec_path.with_suffix(".json.tmp")
             try:
-                stored = json.loads(spec_path.read_text())
-            except ValueError:
-                raise UserError(f"{spec_path}: not valid JSON; pass --new to start this run afresh") from None
-            if stored != spec_dict:
-                diff = sorted(k for k in set(stored) | set(spec_dict) if stored.get(k) != spec_dict.get(k))
-                raise UserError(
-                    f"{run_dir}: holds a run with a different spec (differs in: {', '.join(diff)}); "
-                    "use another --out or pass --new to replace it"
-                )
-        if new:
-            for name in (SPEC_FILE, DB_FILE, DB_FILE + ".wal"):
-                (run_dir / name).unlink(missing_ok=True)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = spec_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(spec_dict, indent=2, sort_keys=True))
-        tmp.replace(spec_path)
-        return cls(run_dir, cls._connect(run_dir / DB_FILE), spec_dict)
+                tmp.write_text(json.dumps(spec_dict, indent=2, sort_keys=True))
+                tmp.replace(spec_path)
+            except OSError as err:
+                raise UserError(f"{spec_path}: cannot write ({err.strerror or err})") from None
+            return cls(run_dir, cls._connect(run_dir / DB_FILE), spec_dict, key)
+        except BaseException:
+            run_lock.release(key)
+            raise
 
     @classmethod
     def open_existing(cls, run_dir: str | Path, *, read_only: bool = False) -> "RunStore":
-        """Open a finished or interrupted run for reading (tables, export, judging)."""
+        """Open a finished or interrupted run for reading (tables, export) or updating (judging).
+
+        Writers (``read_only=False``) hold the run's lock while open; readers do not need it.
+        """
         run_dir = Path(run_dir)
         spec_path = run_dir / SPEC_FILE
         if not spec_path.is_file() or not (run_dir / DB_FILE).is_file():
             raise UserError(f"{run_dir}: not a tamperbench run directory (no {SPEC_FILE} / {DB_FILE})")
-        return cls(run_dir, cls._connect(run_dir / DB_FILE, read_only=read_only), json.loads(spec_path.read_text()))
+        spec_dict = _read_spec(spec_path)
+        key = None if read_only else run_lock.acquire(run_dir)
+        try:
+            return cls(run_dir, cls._connect(run_dir / DB_FILE, read_only=read_only), spec_dict, key)
+        except BaseException:
+            if key is not None:
+                run_lock.release(key)
+            raise
 
     @staticmethod
-    def _connect(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    def _connect(path: Path, read_only: bool = False, check_version: bool = True) -> duckdb.DuckDBPyConnection:
         try:
             con = duckdb.connect(str(path), read_only=read_only)
-        except duckdb.IOException as err:
-            raise UserError(f"{path}: cannot open the run database ({str(err).splitlines()[0]})") from None
-        if not read_only:
-            con.execute("CREATE TABLE IF NOT EXISTS provenance (id VARCHAR PRIMARY KEY, record JSON)")
-            con.execute("CREATE TABLE IF NOT EXISTS meta (name VARCHAR PRIMARY KEY, value VARCHAR)")
-            con.execute(
-                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
-            )
+        except duckdb.Error as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            if "lock" in first.lower():
+                raise UserError(f"{path}: another process holds this run database; wait for it to "
+                                f"finish or use another --out ({first})") from None
+            raise UserError(f"{path}: cannot open the run database ({first})") from None
+        try:
+            if not read_only:
+                con.execute("CREATE TABLE IF NOT EXISTS provenance (id VARCHAR PRIMARY KEY, record JSON)")
+                con.execute("CREATE TABLE IF NOT EXISTS meta (name VARCHAR PRIMARY KEY, value VARCHAR)")
+                con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            if check_version:
+                _check_version(con, path)
+        except BaseException:
+            con.close()
+            raise
         return con
 
     # -- tables --------------------------------------------------------------------------
@@ -138,8 +214,8 @@ class RunStore:
         cols = _columns(model)
         if "key" not in cols:
             raise TypeError(f"{model.__name__} must have a 'key' field (subclass Record)")
-        body = ", ".join(f'"{c}" {t}{" PRIMARY KEY" if c == "key" else ""}' for c, t in cols.items())
-        self.con.execute(f'CREATE TABLE IF NOT EXISTS "{table}" ({body})')
+        body = ", ".join(f'{quote_ident(c)} {t}{" PRIMARY KEY" if c == "key" else ""}' for c, t in cols.items())
+        self.con.execute(f"CREATE TABLE IF NOT EXISTS {quote_ident(table)} ({body})")
         self._tables[table] = cols
 
     def has_table(self, table: str) -> bool:
@@ -154,7 +230,7 @@ class RunStore:
     def keys(self, table: str) -> set[str]:
         if not self.has_table(table):
             return set()
-        return {k for (k,) in self.con.execute(f'SELECT key FROM "{table}"').fetchall()}
+        return {k for (k,) in self.con.execute(f"SELECT key FROM {quote_ident(table)}").fetchall()}
 
     def _arrow_batch(self, table: str, records: list[BaseModel]) -> tuple[pa.Table, str, str]:
         """Records as one Arrow table, plus the column list and the typed SELECT that inserts them."""
@@ -163,22 +239,31 @@ class RunStore:
         for rec in records:
             d = rec.model_dump(mode="json")
             rows.append({c: json.dumps(d[c]) if t == "JSON" else d[c] for c, t in cols.items()})
-        names = ", ".join(f'"{c}"' for c in cols)
-        select = ", ".join(f'CAST("{c}" AS {t})' for c, t in cols.items())
+        names = ", ".join(quote_ident(c) for c in cols)
+        select = ", ".join(f"CAST({quote_ident(c)} AS {t})" for c, t in cols.items())
         return pa.Table.from_pylist(rows), names, select
 
-    def _transaction(self, statements: list[tuple[str, list]], batch: pa.Table | None) -> None:
-        self.con.register("batch", batch if batch is not None else pa.table({}))
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """``with store.transaction() as con:`` commits on success, rolls back on any exception."""
         self.con.execute("BEGIN TRANSACTION")
         try:
-            for sql, params in statements:
-                self.con.execute(sql, params)
-            self.con.execute("COMMIT")
+            yield self.con
         except BaseException:
             self.con.execute("ROLLBACK")
             raise
+        self.con.execute("COMMIT")
+
+    def _transaction(self, statements: list[tuple[str, list]], batch: pa.Table | None) -> None:
+        if batch is not None:  # (an empty Arrow table cannot be registered: replace() with no records)
+            self.con.register("batch", batch)
+        try:
+            with self.transaction() as con:
+                for sql, params in statements:
+                    con.execute(sql, params)
         finally:
-            self.con.unregister("batch")
+            if batch is not None:
+                self.con.unregister("batch")
 
     def write(self, table: str, records: Iterable[BaseModel]) -> int:
         """Insert one batch in one transaction; keys already stored are ignored. Returns rows added.
@@ -192,7 +277,8 @@ class RunStore:
             self.ensure_table(table, type(records[0]))
         batch, names, select = self._arrow_batch(table, records)
         before = self.count(table)
-        self._transaction([(f'INSERT OR IGNORE INTO "{table}" ({names}) SELECT {select} FROM batch', [])], batch)
+        self._transaction([(f"INSERT OR IGNORE INTO {quote_ident(table)} ({names}) SELECT {select} FROM batch", [])],
+                          batch)
         return self.count(table) - before
 
     def replace(self, table: str, model: type[BaseModel], records: Iterable[BaseModel], where: str = "",
@@ -200,37 +286,43 @@ class RunStore:
         """Delete rows matching ``where`` (all rows when empty) and insert ``records``, in ONE transaction.
 
         For derived data (verdicts, agreement, human labels) that must be replaced when its inputs
-        change, without a reader ever seeing the table half-replaced.
+        change, without a reader ever seeing the table half-replaced. ``where`` is SQL written by
+        the caller (never user text): values go in ``params``.
         """
         self.ensure_table(table, model)
         records = list(records)
-        statements = [(f'DELETE FROM "{table}" {("WHERE " + where) if where else ""}', params or [])]
+        statements = [(f"DELETE FROM {quote_ident(table)} {('WHERE ' + where) if where else ''}", params or [])]
         batch = None
         if records:
             batch, names, select = self._arrow_batch(table, records)
-            statements.append((f'INSERT INTO "{table}" ({names}) SELECT {select} FROM batch', []))
+            statements.append((f"INSERT INTO {quote_ident(table)} ({names}) SELECT {select} FROM batch", []))
         self._transaction(statements, batch)
 
     def count(self, table: str) -> int:
         if not self.has_table(table):
             return 0
-        return self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
+        return self.con.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchall()[0][0]
 
     def rows(self, table: str, where: str = "", params: list | None = None) -> list[dict]:
+        """Rows as dicts, JSON columns decoded (the column types are read once per call)."""
         if not self.has_table(table):
             return []
-        cur = self.con.execute(f'SELECT * FROM "{table}" {where}', params or [])
+        cur = self.con.execute(f"SELECT * FROM {quote_ident(table)} {where}", params or [])
         names = [d[0] for d in cur.description]
+        fetched = cur.fetchall()
+        types = self.column_types(table)
+        json_cols = [i for i, n in enumerate(names) if types.get(n) == "JSON"]
         out = []
-        for row in cur.fetchall():
-            d = dict(zip(names, row))
-            for c, t in self._column_types(table).items():
-                if t == "JSON" and isinstance(d.get(c), str):
-                    d[c] = json.loads(d[c])
-            out.append(d)
+        for row in fetched:
+            values = list(row)
+            for i in json_cols:
+                if isinstance(values[i], str):
+                    values[i] = json.loads(values[i])
+            out.append(dict(zip(names, values)))
         return out
 
-    def _column_types(self, table: str) -> dict[str, str]:
+    def column_types(self, table: str) -> dict[str, str]:
+        """Column name -> DuckDB type name of ``table`` (empty when it does not exist)."""
         q = "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?"
         return dict(self.con.execute(q, [table]).fetchall())
 
@@ -239,7 +331,12 @@ class RunStore:
         return [t for (t,) in self.con.execute(q).fetchall()]
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        finally:
+            if self._lock_key is not None:
+                run_lock.release(self._lock_key)
+                self._lock_key = None
 
     def __enter__(self) -> "RunStore":
         return self
