@@ -41,6 +41,52 @@ SITES = {"resid_pre": ("layer", "in"), "resid_post": ("layer", "out"), "block_ou
          "attn_out": ("attn", "out"), "mlp_out": ("mlp", "out"), "head_out": ("o_proj", "in")}
 
 
+def head_layout(config) -> tuple[int, int, int]:
+    """(query heads, key-value heads, head_dim) of a config, grouped-query attention aware.
+
+    The input of o_proj holds one ``head_dim`` slice per *query* head (KV heads are shared by
+    groups of query heads before o_proj), so head h is columns ``h*head_dim:(h+1)*head_dim``.
+    ``head_dim`` comes from the config when it says so (qwen3, gemma): not every model has
+    ``hidden_size == heads * head_dim``.
+    """
+    q = int(config.num_attention_heads)
+    kv = int(getattr(config, "num_key_value_heads", None) or q)
+    hd = int(getattr(config, "head_dim", None) or config.hidden_size // q)
+    return q, kv, hd
+
+
+def check_head(model, layer: int, head: int, field: str = "head") -> None:
+    """One-line refusal of a head index out of range, before any compute."""
+    q, kv, _ = head_layout(model.config)
+    if not 0 <= int(head) < q:
+        raise UserError(f"{field}: head {head} out of range at layer {layer} (model has {q} query heads, {kv} KV heads)")
+
+
+def row_targeted(fn: HookFn, rows: Callable[[], Sequence[int] | None] | Sequence[int] | None) -> HookFn:
+    """Wrap ``fn`` so it alters only the batch rows ``rows`` (indices into the current batch).
+
+    ``rows`` may be a callable evaluated at every forward: how a hook keeps following its rows
+    when a batched decoder compacts finished rows away and the survivors change index (e.g.
+    ``lambda: [decoder.by_id[r] for r in rids if r in decoder.by_id]``). ``None`` = every row.
+    Other rows pass through bit-identical: the wrapper writes back only the chosen rows.
+    """
+    def wrapped(act: torch.Tensor) -> torch.Tensor | None:
+        chosen = rows() if callable(rows) else rows
+        if chosen is None:
+            return fn(act)
+        chosen = [int(r) for r in chosen if 0 <= int(r) < act.shape[0]]
+        if not chosen:
+            return None
+        idx = torch.tensor(chosen, device=act.device)
+        new = fn(act.index_select(0, idx))
+        if new is None:
+            return None
+        out = act.clone()
+        out[idx] = new.to(act.dtype)
+        return out
+    return wrapped
+
+
 def _arch(model) -> dict[str, str]:
     kind = getattr(model.config, "model_type", None)
     if kind not in ARCHITECTURES:
@@ -98,7 +144,7 @@ def hooks(model, pairs: Sequence[tuple[str, HookFn]]) -> Iterator[None]:
             if where == "out":
                 handles.append(module.register_forward_hook(_forward_hook(fn)))
             else:
-                heads = model.config.num_attention_heads if name == "head_out" else None
+                heads = head_layout(model.config)[0] if name == "head_out" else None
                 handles.append(module.register_forward_pre_hook(_pre_hook(fn, heads), with_kwargs=True))
         yield
     finally:

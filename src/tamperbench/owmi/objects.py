@@ -1,0 +1,172 @@
+"""Computational objects an OWMI intervention alters (protocol Section 5, Appendix C.1 "O").
+
+Why a small resolved ``Target`` per object: operators (zero, scale, noise, replace, add) are
+written once against an object's *value* -- a ``(batch, seq, dim)`` view -- and the target knows
+how to read that value out of the hooked activation and write a changed value back. So every
+object-operator pair is the same two calls, and "changes exactly the declared object" is one
+property to test per object, not per pair.
+
+Objects (all addressed through the site table of ``models/hooks.py``):
+
+* ``resid_pre`` / ``resid_post``: the residual stream before / after decoder layer L;
+* ``attn_out`` / ``mlp_out``: the block outputs (attention, MLP) before they join the residual;
+* ``head``: query head h's slice at the input of o_proj (GQA aware: query heads, not KV heads);
+* ``sae_feature``: one SAE feature; the value is its activation f, and a changed value f' is
+  written back as the single-feature delta ``x + (f' - f) * W_dec[feature]`` (the rest of the
+  residual, including the SAE's reconstruction error, is untouched).
+
+Everything is validated by :func:`resolve` before any compute, with one-line UserErrors naming
+the field: layer / head index out of range, unsupported architecture, SAE weights missing or of
+a width that does not match the site.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict
+
+from tamperbench.errors import UserError
+
+ObjectKind = Literal["resid_pre", "resid_post", "attn_out", "mlp_out", "head", "sae_feature"]
+OBJECT_KINDS: tuple[str, ...] = ("resid_pre", "resid_post", "attn_out", "mlp_out", "head", "sae_feature")
+
+
+class ObjectSpec(BaseModel):
+    """What to alter. ``sae_site`` is the residual site the SAE reads (SAELens ``hook_name``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: ObjectKind
+    layer: int
+    head: int | None = None
+    sae_path: str | None = None
+    feature: int | None = None
+    sae_site: Literal["resid_pre", "resid_post"] = "resid_post"
+
+    @property
+    def site(self) -> str:
+        """The hook site string (``models/hooks.py``)."""
+        base = {"head": "head_out", "sae_feature": self.sae_site}.get(self.kind, self.kind)
+        return f"{base}.{self.layer}"
+
+    @property
+    def label(self) -> str:
+        if self.kind == "head":
+            return f"head_out.{self.layer}:h{self.head}"
+        if self.kind == "sae_feature":
+            return f"{self.sae_site}.{self.layer}:sae#{self.feature}"
+        return self.site
+
+
+class SAE:
+    """A linear SAE in SAELens's disk format (``cfg.json`` + ``sae_weights.safetensors``).
+
+    Encoder: ``f = act(W_enc^T (x - b_dec) + b_enc)`` with ReLU (``standard``) or JumpReLU
+    (``jumprelu``, uses ``threshold``); decoder row ``W_dec[i]`` is feature i's direction.
+    """
+
+    def __init__(self, folder: str | Path, field: str = "object.sae_path"):
+        folder = Path(folder)
+        cfg_path, w_path = folder / "cfg.json", folder / "sae_weights.safetensors"
+        if not cfg_path.is_file() or not w_path.is_file():
+            raise UserError(f"{field}: {folder} has no SAELens weights (need cfg.json and sae_weights.safetensors)")
+        try:
+            self.cfg = json.loads(cfg_path.read_text())
+        except ValueError:
+            raise UserError(f"{field}: {cfg_path} is not valid JSON") from None
+        from safetensors.torch import load_file
+
+        w = load_file(str(w_path))
+        for name in ("W_enc", "W_dec", "b_enc", "b_dec"):
+            if name not in w:
+                raise UserError(f"{field}: {w_path} lacks tensor {name!r}")
+        self.W_enc, self.W_dec, self.b_enc, self.b_dec = (w[n].float() for n in ("W_enc", "W_dec", "b_enc", "b_dec"))
+        self.threshold = w.get("threshold")
+        self.architecture = self.cfg.get("architecture", "standard")
+        if self.architecture not in ("standard", "jumprelu"):
+            raise UserError(f"{field}: SAE architecture {self.architecture!r} unsupported (standard, jumprelu)")
+        if self.architecture == "jumprelu" and self.threshold is None:
+            raise UserError(f"{field}: a jumprelu SAE needs a 'threshold' tensor")
+        self.d_in, self.d_sae = self.W_enc.shape
+        if self.W_dec.shape != (self.d_sae, self.d_in):
+            raise UserError(f"{field}: W_dec is {tuple(self.W_dec.shape)}, expected ({self.d_sae}, {self.d_in})")
+        for key, want in (("d_in", self.d_in), ("d_sae", self.d_sae)):
+            if key in self.cfg and int(self.cfg[key]) != want:
+                raise UserError(f"{field}: cfg.json {key}={self.cfg[key]} but the weights have {want}")
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        pre = (x.float() - self.b_dec.to(x.device)) @ self.W_enc.to(x.device) + self.b_enc.to(x.device)
+        if self.architecture == "jumprelu":
+            return pre * (pre > self.threshold.to(x.device).float())
+        return torch.relu(pre)
+
+
+class Target:
+    """An object resolved against one model: the hook site, the value's width, read and write."""
+
+    def __init__(self, spec: ObjectSpec, site: str, dim: int, sae: SAE | None = None):
+        self.spec, self.site, self.dim, self.sae = spec, site, dim, sae
+
+    def read(self, act: torch.Tensor) -> torch.Tensor:
+        """The object's value, (batch, seq, dim), from the hooked activation."""
+        if self.spec.kind == "head":
+            return act[:, :, self.spec.head, :]
+        if self.sae is not None:
+            return self.sae.encode(act)[..., self.spec.feature: self.spec.feature + 1]
+        return act
+
+    def write(self, act: torch.Tensor, cols: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+        """The activation with the object's value at sequence columns ``cols`` replaced by ``new``
+        (``old`` = the value read there). Everything else is copied unchanged."""
+        out = act.clone()
+        if self.spec.kind == "head":
+            out[:, cols, self.spec.head, :] = new.to(act.dtype)
+        elif self.sae is not None:
+            direction = self.sae.W_dec[self.spec.feature].to(act.device)
+            out[:, cols] = (act[:, cols].float() + (new - old) * direction).to(act.dtype)
+        else:
+            out[:, cols] = new.to(act.dtype)
+        return out
+
+    @property
+    def residual_dim(self) -> int:
+        """Width of the space a random-direction control lives in for this object."""
+        return self.dim if self.sae is None else self.sae.d_in
+
+
+def resolve(model, spec: ObjectSpec, field: str = "object") -> Target:
+    """Validate ``spec`` against ``model`` (no forward pass) and return its Target."""
+    from tamperbench.models.hooks import ARCHITECTURES, check_head, head_layout
+
+    cfg = model.config
+    kind = getattr(cfg, "model_type", None)
+    if kind not in ARCHITECTURES:
+        raise UserError(f"{field}: architecture {kind!r} is not supported (supported: {', '.join(sorted(ARCHITECTURES))})")
+    n_layers = int(cfg.num_hidden_layers)
+    if not 0 <= spec.layer < n_layers:
+        raise UserError(f"{field}.layer: {spec.layer} out of range (model has {n_layers} layers, 0..{n_layers - 1})")
+    hidden = int(cfg.hidden_size)
+    if spec.kind == "head":
+        if spec.head is None:
+            raise UserError(f"{field}.head: a head object needs a head index")
+        check_head(model, spec.layer, spec.head, field=f"{field}.head")
+        return Target(spec, spec.site, head_layout(cfg)[2])
+    if spec.head is not None:
+        raise UserError(f"{field}.head: only a 'head' object takes a head index (kind is {spec.kind!r})")
+    if spec.kind == "sae_feature":
+        if not spec.sae_path:
+            raise UserError(f"{field}.sae_path: an sae_feature object needs local SAE weights (SAELens folder); none given")
+        sae = SAE(spec.sae_path, field=f"{field}.sae_path")
+        if sae.d_in != hidden:
+            raise UserError(f"{field}.sae_path: SAE width d_in={sae.d_in} does not match the site {spec.site} "
+                            f"(hidden size {hidden})")
+        if spec.feature is None or not 0 <= spec.feature < sae.d_sae:
+            raise UserError(f"{field}.feature: {spec.feature} out of range (SAE has {sae.d_sae} features)")
+        return Target(spec, spec.site, 1, sae)
+    if spec.feature is not None or spec.sae_path is not None:
+        raise UserError(f"{field}: feature/sae_path apply only to an sae_feature object (kind is {spec.kind!r})")
+    return Target(spec, spec.site, hidden)
