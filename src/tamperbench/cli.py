@@ -155,6 +155,10 @@ def demo(
 
 
 _mount_suites()
+# Benchmark adapters are a shared layer below the suites (not a suite): mounted directly.
+from tamperbench.bench.cli import app as _bench_app  # noqa: E402  (typer + rich only at import)
+
+app.add_typer(_bench_app, name="bench", help="Benchmark adapters: list, check and score twelve public benchmarks.")
 
 
 def main() -> None:

@@ -138,6 +138,8 @@ def read_rows(path: Path, csv_columns: tuple[str, ...] | None = None) -> Iterato
 def hub_rows(dataset: str, config: str | None, split: str, name: str) -> Iterator[tuple[dict[str, Any], RowCtx]]:
     """Rows from the Hugging Face hub through ``datasets`` (optional; one line when unreachable)."""
     hint = f"{name}: the hub ({dataset}) is not reachable from here; pass --data PATH to local files (see bench/README.md)"
+    if not hub_reachable():
+        raise UserError(hint)
     try:
         import datasets  # lazy: heavy, optional, and only useful online
     except ImportError:
@@ -151,6 +153,22 @@ def hub_rows(dataset: str, config: str | None, split: str, name: str) -> Iterato
     source = f"hub:{dataset}" + (f"/{config}" if config else "") + f"/{split}"
     for i, row in enumerate(ds, start=1):
         yield dict(row), RowCtx(source, digest, i, split)
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """One TCP connect to the hub endpoint, so an offline machine gets one line at once, not minutes of retries."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout_s).close()
+    except OSError:
+        return False
+    return True
 
 
 def need(row: dict[str, Any], ctx: RowCtx, *fields: str) -> list[Any]:
