@@ -8,7 +8,6 @@ copied run directory reproduces the numbers exactly. Saved as JSON (for scripts)
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -18,18 +17,8 @@ from rich.table import Table
 
 from tamperbench.quote.runner import TABLE
 from tamperbench.quote.scorer import CATEGORIES
+from tamperbench.stats.intervals import wilson  # noqa: F401  (re-exported: the one Wilson interval lives in stats)
 from tamperbench.store import RunStore
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval: honest at 0/n and n/n, unlike the normal approximation."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, mid - half), min(1.0, mid + half))
 
 
 def load_rows(run_dirs: list[Path]) -> list[dict]:
