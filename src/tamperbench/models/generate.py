@@ -37,7 +37,6 @@ def _cut_stop(text: str, stops: Sequence[str]) -> int | None:
 def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int,
                    stops: list[str], progress: bool) -> list[tuple[list[int], str, str]]:
     """Returns (new token ids, text, finish_reason) per prompt, in prompt order."""
-    tok = backend.tokenizer
     dec = backend.step_decoder(capacity=min(backend.max_batch_size, max(1, len(prompts))))
     queue = deque(range(len(prompts)))
     row_of: dict[int, int] = {}  # row id -> prompt index
@@ -69,7 +68,7 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
                 if res.is_eos:
                     reason = "eos"
                 elif stops:
-                    tail = tok.decode(ids[-(longest_stop + 8):], skip_special_tokens=True)
+                    tail = backend.decode(ids[-(longest_stop + 8):])
                     if _cut_stop(tail, stops) is not None:
                         reason = "stop"
                 if reason is None and len(ids) >= max_new_tokens:
@@ -80,7 +79,7 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
                 i = row_of.pop(rid)
                 gens.pop(rid, None)
                 body = ids[:-1] if reason == "eos" else ids
-                text = tok.decode(body, skip_special_tokens=True)
+                text = backend.decode(body)
                 if stops:
                     cut = _cut_stop(text, stops)
                     if cut is not None:

@@ -16,7 +16,8 @@ import torch
 
 from tamperbench.errors import UserError
 from tamperbench.models.memory import choose_batch_size
-from tamperbench.models.protocols import Generation
+from tamperbench.models.protocols import Generation, ensure_fits
+from tamperbench.models.templating import MISSING_TEMPLATE_HINT, ChatTemplate, raw_prompt
 from tamperbench.models.step_decoder import StepDecoder
 
 __all__ = ["Generation", "HFBackend", "choose_batch_size"]
@@ -25,12 +26,14 @@ __all__ = ["Generation", "HFBackend", "choose_batch_size"]
 class HFBackend:
     """A loaded transformers causal LM plus its tokenizer and provenance."""
 
-    def __init__(self, model, tokenizer, provenance, *, device: torch.device, max_batch_size: int):
+    def __init__(self, model, tokenizer, provenance, *, device: torch.device, max_batch_size: int,
+                 chat_template: ChatTemplate | None = None):
         if max_batch_size < 1:
             raise UserError(f"--batch-size must be a positive integer, got {max_batch_size}")
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.provenance = provenance
+        self.template = chat_template or ChatTemplate("model")
         self.device = torch.device(device)
         self.max_batch_size = int(max_batch_size)
         self.eos_ids = _eos_ids(model, tokenizer)
@@ -64,19 +67,35 @@ class HFBackend:
             msgs = [{"role": "system", "content": system}, *msgs]
         return msgs
 
+    def _template_kwargs(self, template_kwargs: dict | None) -> dict:
+        kw = dict(template_kwargs or {})
+        if self.template.mode == "file":
+            kw["chat_template"] = self.template.text
+        elif getattr(self.tokenizer, "chat_template", None) is None:
+            raise UserError(f"model '{self.provenance.source}' has no chat template; {MISSING_TEMPLATE_HINT}")
+        return kw
+
     def chat_text(self, messages: Sequence[dict], *, system: str | None = None,
                   template_kwargs: dict | None = None) -> str:
-        """The exact prompt text after the chat template (generation prompt appended)."""
+        """The exact prompt text after the chat template (generation prompt appended), or the raw
+        prompt under ``--chat-template none``."""
+        msgs = self._messages(messages, system)
+        if self.template.mode == "none":
+            return raw_prompt(msgs)
         return self.tokenizer.apply_chat_template(
-            self._messages(messages, system), tokenize=False, add_generation_prompt=True,
-            **(template_kwargs or {}))
+            msgs, tokenize=False, add_generation_prompt=True, **self._template_kwargs(template_kwargs))
 
     def chat_ids(self, messages: Sequence[dict], *, system: str | None = None,
                  template_kwargs: dict | None = None) -> list[int]:
-        """Token ids of the templated prompt, as a plain list (transformers 5 returns a BatchEncoding)."""
+        """Token ids of the templated prompt, as a plain list (transformers 5 returns a BatchEncoding).
+
+        Under ``--chat-template none`` the raw prompt is tokenized as a completion prompt, with the
+        tokenizer's own special tokens (BOS), as lm-evaluation-harness does for base models."""
+        msgs = self._messages(messages, system)
+        if self.template.mode == "none":
+            return [int(t) for t in self.tokenizer(raw_prompt(msgs), add_special_tokens=True)["input_ids"]]
         out = self.tokenizer.apply_chat_template(
-            self._messages(messages, system), tokenize=True, add_generation_prompt=True,
-            **(template_kwargs or {}))
+            msgs, tokenize=True, add_generation_prompt=True, **self._template_kwargs(template_kwargs))
         if hasattr(out, "keys") and "input_ids" in out:
             out = out["input_ids"]
         if isinstance(out, torch.Tensor):
@@ -89,7 +108,7 @@ class HFBackend:
     def step_decoder(self, *, topk: int = 20, capacity: int | None = None) -> StepDecoder:
         """A fresh batched step decoder over this model (see step_decoder.py)."""
         return StepDecoder(self.model, eos_ids=self.eos_ids, topk=topk, device=self.device,
-                           capacity=capacity or self.max_batch_size)
+                           capacity=capacity or self.max_batch_size, max_context=self.max_context)
 
     def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int,
                       temperature: float = 0.0, seed: int = 0, stop: list[str] | None = None,
@@ -107,6 +126,8 @@ class HFBackend:
             raise UserError(f"temperature must be >= 0, got {temperature}")
         stops = [s for s in (stop or []) if s]
         prompts = [self.chat_ids(c, system=system, template_kwargs=template_kwargs) for c in conversations]
+        for i, p in enumerate(prompts):  # every conversation first: refuse before any compute
+            ensure_fits(len(p), max_new_tokens, self.max_context, f"conversation {i}")
         texts = [self.chat_text(c, system=system, template_kwargs=template_kwargs) for c in conversations]
         from tamperbench.models.generate import run_generation
 
@@ -132,6 +153,7 @@ class HFBackend:
         if not cont:
             return []
         ids = list(prompt_ids) + cont
+        ensure_fits(len(ids), 0, self.max_context, "scored text")
         cache = DynamicCache(config=self.model.config)
         out: list[float] = []
         n_prompt = len(prompt_ids)
@@ -164,6 +186,7 @@ class HFBackend:
         ids = list(input_ids)
         if not ids:
             raise UserError("next_token_distributions() needs at least one token")
+        ensure_fits(len(ids), 0, self.max_context, "scored text")
         cache = DynamicCache(config=self.model.config)
         pos = 0
         while pos < len(ids):

@@ -32,8 +32,19 @@ def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
 
 
 def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | None = None,
-                 batch_size: int | None = None):
-    """Load a model spec into an :class:`~tamperbench.models.hf.HFBackend`."""
+                 batch_size: int | None = None, chat_template: str | None = None):
+    """Load a model spec through the scheme registry (see registry.py)."""
+    from tamperbench.models.registry import load_backend as _load
+
+    return _load(spec, device=device, dtype=dtype, batch_size=batch_size, chat_template=chat_template)
+
+
+def load_hf(spec: str = "embedded", *, device: str = "auto", dtype: str | None = None,
+            batch_size: int | None = None, chat_template: str | None = None):
+    """Load a local / hub / GGUF spec into an :class:`~tamperbench.models.hf.HFBackend`."""
+    from tamperbench.models.templating import MISSING_TEMPLATE_HINT, resolve_chat_template
+
+    template = resolve_chat_template(chat_template)  # a bad file is refused before any loading
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -48,6 +59,11 @@ def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | N
     src = resolve(spec)
     try:
         tok = AutoTokenizer.from_pretrained(src.load_dir)
+    except Exception as err:
+        raise UserError(f"model '{spec}': transformers could not load {src.load_dir} ({err})") from None
+    if template.mode == "model" and getattr(tok, "chat_template", None) is None:  # before loading weights
+        raise UserError(f"model '{spec}' has no chat template; {MISSING_TEMPLATE_HINT}")
+    try:
         model = AutoModelForCausalLM.from_pretrained(src.load_dir, dtype=torch_dtype).to(dev).eval()
     except Exception as err:
         raise UserError(f"model '{spec}': transformers could not load {src.load_dir} ({err})") from None
@@ -71,5 +87,7 @@ def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | N
         torch_version=torch.__version__,
         transformers_version=transformers.__version__,
         tamperbench_version=tamperbench.__version__,
+        chat_template=template.label,
     )
-    return HFBackend(model, tok, prov, device=dev, max_batch_size=choose_batch_size(model, dev, cap=batch_size))
+    return HFBackend(model, tok, prov, device=dev, max_batch_size=choose_batch_size(model, dev, cap=batch_size),
+                     chat_template=template)

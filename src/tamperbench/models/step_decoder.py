@@ -112,8 +112,9 @@ class StepDecoder:
     """Rows addressed by stable integer ids; see the module docstring for the semantics."""
 
     def __init__(self, model, *, eos_ids: Sequence[int], topk: int = 20, device=None, capacity: int = 64,
-                 column_chunk: int = 64):
+                 column_chunk: int = 64, max_context: int | None = None):
         self.model = model
+        self.max_context = max_context
         cfg = model.config
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self.eos = torch.tensor(sorted(set(int(e) for e in eos_ids)), device=self.device)
@@ -214,6 +215,10 @@ class StepDecoder:
             raise ValueError(f"{len(prompts)} new rows but only {self.free_slots} free slots")
         if any(len(p) == 0 for p in prompts):
             raise ValueError("a row needs at least one prompt token")
+        from tamperbench.models.protocols import ensure_fits
+
+        for i, p in enumerate(prompts):  # all rows first: refuse before any compute
+            ensure_fits(len(p), 0, self.max_context, f"row {i}")
         out: list[int] = []
         longest = max(len(p) for p in prompts)
         per = max(1, _PREFILL_TOKENS // longest)

@@ -1,0 +1,114 @@
+"""Model spec scheme -> backend, imported lazily.
+
+Why a registry: the suites ask for "a backend for this spec" and must not know whether it is a
+transformers model in this process, an OpenAI-compatible server or a vLLM engine. Each scheme
+names its backend by import string, so ``tamperbench --help`` and a run on the embedded model
+never import vllm or openai, and a user without an extra gets one line saying which one to install.
+
+Schemes: ``embedded`` (also ``smollm2-135m-instruct``), ``dir`` (a local transformers directory),
+``gguf`` (a local .gguf file), ``hub`` (``org/name``), and prefix schemes written ``name:rest``
+(``openai:``, ``vllm:``). Registering a new prefix scheme is one call::
+
+    register_backend("openai", "tamperbench.models.openai_compat:OpenAIBackend", extra="openai")
+
+The target is a class with a ``from_spec(spec, *, device, dtype, batch_size, chat_template)``
+classmethod, or a plain function with that signature.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from tamperbench.errors import UserError
+
+__all__ = ["BackendEntry", "load_backend", "register_backend", "registered", "scheme_of"]
+
+LOCAL_SCHEMES = ("embedded", "dir", "gguf", "hub")
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    scheme: str
+    target: str  # "package.module:Attribute"
+    extra: str | None = None  # pip extra that provides the dependencies
+    requires: tuple[str, ...] = ()  # importable modules the extra installs
+
+
+_REGISTRY: dict[str, BackendEntry] = {}
+# prefix schemes reserved but not built yet: refused with this message instead of "unknown scheme"
+_RESERVED = {
+    "openai": "the OpenAI-compatible HTTP backend is reserved syntax and not built yet; "
+              "use 'embedded', a local directory, a .gguf file or a hub id",
+}
+
+
+def register_backend(scheme: str, target: str, *, extra: str | None = None,
+                     requires: tuple[str, ...] | None = None) -> None:
+    """Map ``scheme`` to a backend import string; later registrations replace earlier ones."""
+    if ":" not in target:
+        raise ValueError(f"backend target '{target}' must be 'module:Attribute'")
+    reqs = tuple(requires) if requires is not None else ((extra,) if extra else ())
+    _REGISTRY[scheme] = BackendEntry(scheme, target, extra, reqs)
+    _RESERVED.pop(scheme, None)
+
+
+def registered() -> dict[str, BackendEntry]:
+    return dict(_REGISTRY)
+
+
+def scheme_of(spec: str) -> str:
+    """The scheme a spec string belongs to (without loading anything)."""
+    from tamperbench.models.sources import EMBEDDED_ALIASES
+
+    s = spec.strip()
+    head, sep, _ = s.partition(":")
+    if sep and (head in _REGISTRY or head in _RESERVED) and head not in LOCAL_SCHEMES:
+        return head
+    if s.lower() in EMBEDDED_ALIASES:
+        return "embedded"
+    path = Path(s).expanduser()
+    if path.is_dir():
+        return "dir"
+    if path.is_file() or s.endswith(".gguf"):
+        return "gguf"
+    return "hub"  # sources.resolve gives the precise error for anything else
+
+
+def _import(entry: BackendEntry, spec: str):
+    missing = [m for m in entry.requires if importlib.util.find_spec(m) is None]
+    if missing:
+        extra = entry.extra or missing[0]
+        raise UserError(f"model '{spec}': needs the {extra} extra: pip install 'tamperbench[{extra}]'")
+    module, _, attr = entry.target.partition(":")
+    try:
+        obj = importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name and module.startswith(err.name):
+            raise UserError(f"model '{spec}': the '{entry.scheme}' backend ({module}) is not part of this "
+                            "tamperbench build") from None
+        raise
+    return getattr(obj, attr)
+
+
+def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | None = None,
+                 batch_size: int | None = None, chat_template: str | None = None):
+    """Load a model spec through its scheme's backend."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise UserError("--model: empty model spec")
+    scheme = scheme_of(spec)
+    if scheme in _RESERVED and scheme not in _REGISTRY:
+        raise UserError(f"model '{spec}': {_RESERVED[scheme]}")
+    entry = _REGISTRY.get(scheme)
+    if entry is None:  # pragma: no cover - every scheme_of result is registered below
+        raise UserError(f"model '{spec}': no backend registered for scheme '{scheme}'")
+    target = _import(entry, spec)
+    factory = getattr(target, "from_spec", target)
+    return factory(spec, device=device, dtype=dtype, batch_size=batch_size, chat_template=chat_template)
+
+
+for _scheme in LOCAL_SCHEMES:
+    register_backend(_scheme, "tamperbench.models.loader:load_hf")
+register_backend("vllm", "tamperbench.models.vllm_backend:VLLMBackend", extra="vllm")
