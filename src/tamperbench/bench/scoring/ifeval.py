@@ -39,7 +39,20 @@ def unknown_instructions(ids: list[str]) -> list[str]:
 def _registry() -> dict[str, Any]:
     from tamperbench.errors import UserError
 
+    import importlib.util
+    import sys
+    import types
+
     try:
+        if "if_verifiable" not in sys.modules:
+            # The package's __init__ imports its hub loader (``datasets``, seconds of import time) that
+            # scoring never uses; a bare package module lets us import only the checker submodules.
+            spec = importlib.util.find_spec("if_verifiable")
+            if spec is None or not spec.submodule_search_locations:
+                raise ImportError("if_verifiable")
+            package = types.ModuleType("if_verifiable")
+            package.__path__ = list(spec.submodule_search_locations)
+            sys.modules["if_verifiable"] = package
         from if_verifiable.ifeval.instructions_registry import INSTRUCTION_DICT
     except ImportError:
         raise UserError(f"ifeval scoring needs the IFEval checkers: pip install {CHECKERS_PACKAGE} "

@@ -1,0 +1,103 @@
+"""The code sandbox: timeout kill, no network, memory limit, temporary working directory."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tamperbench.bench.scoring.sandbox import Limits, netns_available, run_program
+
+
+@pytest.fixture
+def listening_port():
+    """A real TCP server on 127.0.0.1 that accepts connections (so a refused connect is the sandbox's doing)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                conn.close()
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    server.close()
+
+
+RAW_CONNECT = "import socket\ns = socket.socket()\ns.settimeout(2)\ns.connect(('127.0.0.1', {port}))\nprint('connected')\n"
+CONNECT = "import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\nprint('connected')\n"
+
+
+def test_control_connect_works_outside_the_sandbox(listening_port):
+    """Without the sandbox the same program connects: the refusal below is not an artefact of the test."""
+    out = subprocess.run([sys.executable, "-c", CONNECT.format(port=listening_port)], capture_output=True, text=True,
+                         timeout=20)
+    assert out.returncode == 0 and "connected" in out.stdout
+
+
+def test_network_refused(listening_port):
+    result = run_program(CONNECT.format(port=listening_port), Limits(timeout_s=20))
+    assert result.status == "failed" and "connected" not in result.stdout
+    assert "PermissionError: sandbox: socket.getaddrinfo is not allowed" in result.stderr
+    raw = run_program(RAW_CONNECT.format(port=listening_port), Limits(timeout_s=20))  # no name lookup: connect itself
+    assert raw.status == "failed" and "PermissionError: sandbox: socket.connect is not allowed" in raw.stderr
+
+
+@pytest.mark.skipif(not netns_available(), reason="unshare -n is not available here (needs root and CAP_SYS_ADMIN)")
+def test_network_namespace_alone_refuses(listening_port):
+    """With the audit hook switched off, the fresh network namespace still blocks the connection."""
+    result = run_program(CONNECT.format(port=listening_port), Limits(timeout_s=20, audit_hook=False))
+    assert result.network_isolation == "netns+audit"
+    assert result.status == "failed" and "connected" not in result.stdout
+    assert "OSError" in result.stderr or "Network is unreachable" in result.stderr or "refused" in result.stderr
+
+
+def test_infinite_loop_killed_at_timeout():
+    start = time.perf_counter()
+    result = run_program("while True:\n    pass\n", Limits(timeout_s=1.5))
+    elapsed = time.perf_counter() - start
+    assert result.status == "timeout" and result.returncode == -9
+    assert 1.5 <= elapsed < 6.0
+
+
+def test_sleeping_child_cannot_outlive_timeout():
+    """A program that sleeps (no CPU use, so RLIMIT_CPU never fires) is still killed at the wall clock."""
+    result = run_program("import time\ntime.sleep(60)\n", Limits(timeout_s=1.0))
+    assert result.status == "timeout" and result.wall_s < 6.0
+
+
+def test_memory_limit():
+    result = run_program("x = bytearray(600 * 1024 * 1024)\nprint('allocated')\n", Limits(timeout_s=20, memory_mb=256))
+    assert result.status == "failed" and "MemoryError" in result.stderr and "allocated" not in result.stdout
+
+
+def test_processes_refused_and_workdir_is_temporary():
+    result = run_program("import subprocess\nsubprocess.run(['true'])\n", Limits(timeout_s=20))
+    assert result.status == "failed" and "subprocess.Popen is not allowed" in result.stderr
+    where = run_program("import os\nprint(os.getcwd())\nopen('scratch.txt', 'w').write('x')\n", Limits(timeout_s=20))
+    assert where.status == "passed"
+    workdir = where.stdout.strip()
+    assert "tb-sandbox-" in workdir
+    import os
+
+    assert not os.path.exists(workdir)  # removed afterwards
+
+
+def test_passing_and_failing_programs():
+    assert run_program("assert 1 + 1 == 2\n").status == "passed"
+    failed = run_program("assert 1 + 1 == 3\n")
+    assert failed.status == "failed" and "AssertionError" in failed.stderr
