@@ -21,6 +21,8 @@ The parts a suite provides (each optional except ``cli``):
 - ``runner``: ``run(spec, out, *, new) -> object``, runs or resumes the spec into run dir ``out``;
 - ``tables``: ``render(run_dir, console) -> None``, prints (and saves) the run's tables;
 - ``report``: ``section(run_dir, report_dir) -> (markdown lines, image file names)``;
+- ``site``: ``build_section(runs, writer) -> Section``, the suite's part of the static report site
+  (:mod:`tamperbench.report.site`): leaderboard tables, figures and viewer pages;
 - ``needs``: backend capability names (``ChatBackend``, ``ScoringBackend``, ``StepBackend``,
   ``HookBackend`` of :mod:`tamperbench.models.protocols`) the runner relies on.
 """
@@ -71,10 +73,11 @@ class Suite:
     runner: str | None = None
     tables: str | None = None
     report: str | None = None
+    site: str | None = None
     needs: tuple[str, ...] = ()
 
     def part(self, which: str) -> Any:
-        """Import one part (``"cli"``, ``"spec"``, ``"runner"``, ``"tables"``, ``"report"``)."""
+        """Import one part (``"cli"``, ``"spec"``, ``"runner"``, ``"tables"``, ``"report"``, ``"site"``)."""
         ref = getattr(self, which)
         if ref is None:
             raise UserError(f"suite {self.name!r} has no {which}")
@@ -122,6 +125,7 @@ BUILTIN: tuple[Suite, ...] = (
         runner="tamperbench.sleight.runner:run",
         tables="tamperbench.sleight.cli:render_run",
         report="tamperbench.report.run_report:sleight_section",
+        site="tamperbench.sleight.site:build_section",
         needs=("StepBackend",),
     ),
     Suite(
@@ -138,6 +142,7 @@ BUILTIN: tuple[Suite, ...] = (
         runner="tamperbench.quote.runner:run",
         tables="tamperbench.quote.cli:render_run",
         report="tamperbench.report.run_report:quote_section",
+        site="tamperbench.quote.site:build_section",
         needs=("ChatBackend",),
     ),
 )
