@@ -142,7 +142,7 @@ def score(
         verdicts = list(pool.map(lambda g: score_one(g[1], g[2], limits), good))
     rows = []
     for (line_no, item, _), verdict in zip(good, verdicts):
-        rows.append({**verdict.model_dump(), "answers_line": line_no, "domain": item.domain,
+        rows.append({**verdict.model_dump(), "answers_line": line_no, "domain": item.domain, "prompt": item.prompt_text(),
                      "provenance": item.provenance.model_dump()})
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     if out is None:

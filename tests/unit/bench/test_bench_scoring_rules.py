@@ -139,3 +139,23 @@ def test_ifeval_fixture():
     # loose: Google's rule also accepts the reply without its first line
     loose = score(bullets, "Here you go:\n* a\n* b\n* c")
     assert loose.detail["prompt_loose"] is True
+
+
+@pytest.mark.parametrize("reply,letter,rule", [
+    ("C", "C", "leading_letter"),
+    ("(c)", None, "no_letter"),  # lower-case letters are words, not answers
+    ("D) because", "D", "leading_letter"),
+    ("A good choice is B", "B", "explicit_answer"),
+    ("The correct option is (C).", "C", "explicit_answer"),
+    ("Answer:B", "B", "explicit_answer"),
+    ("First I said answer: A, but the answer is D", "D", "explicit_answer"),
+    ("Answer: E", None, "letter_out_of_range"),
+    ("paris.", "B", "option_text"),
+    ("I pick B.", "B", "single_letter"),
+    ("A or B", None, "ambiguous"),
+    ("   ", None, "empty"),
+])
+def test_letter_coercion_rules(reply, letter, rule):
+    from tamperbench.bench.scoring.text_rules import coerce_letter
+
+    assert coerce_letter(reply, ("London", "Paris", "Rome", "Berlin")) == (letter, rule)

@@ -31,7 +31,7 @@ def coerce_letter(response: str, choices: tuple[str, ...] | list[str]) -> tuple[
     m = re.fullmatch(r"\(?\s*([A-Z])\s*\)?[.):]?", text) or re.match(r"\(?([A-Z])(?:\)|[.:])(?:\s|$)", text)
     if m:
         return (m.group(1), "leading_letter") if m.group(1) in valid else (None, "letter_out_of_range")
-    explicit = re.findall(r"(?i:answer\s*(?:is|:)?|option|choice)\s*[:\s]\s*\(?([A-Z])\)?(?![A-Za-z])", text)
+    explicit = re.findall(r"(?i:\b(?:answer|option|choice)\b)\s*(?i:is\b)?\s*:?\s*\(?([A-Z])\)?(?![A-Za-z])", text)
     if explicit:
         letter = explicit[-1]
         return (letter, "explicit_answer") if letter in valid else (None, "letter_out_of_range")
