@@ -149,7 +149,9 @@ def hub_rows(dataset: str, config: str | None, split: str, name: str) -> Iterato
     except Exception as err:  # connection, auth (gated), or missing-config errors all mean: use local files
         raise UserError(f"{hint} [{type(err).__name__}]") from None
     files = [f.get("filename", "") for f in getattr(ds, "cache_files", [])]
-    digest = sha256_file(Path(files[0])) if files and Path(files[0]).is_file() else "unknown"
+    # The downloaded Arrow file's bytes when there is one, else the datasets fingerprint of the data.
+    digest = (sha256_file(Path(files[0])) if files and Path(files[0]).is_file()
+              else f"fingerprint:{getattr(ds, '_fingerprint', 'unknown')}")
     source = f"hub:{dataset}" + (f"/{config}" if config else "") + f"/{split}"
     for i, row in enumerate(ds, start=1):
         yield dict(row), RowCtx(source, digest, i, split)

@@ -141,3 +141,28 @@ def test_hub_offline_is_one_line(monkeypatch):
     monkeypatch.setenv("TAMPERBENCH_HOME", "/nonexistent-tb-home")
     with pytest.raises(UserError, match="not reachable from here; pass --data PATH"):
         load("gsm8k")
+
+
+def test_hub_path_reads_hub_schema(monkeypatch):
+    """The hub cannot be reached here, so ``datasets.load_dataset`` is replaced by a real in-memory
+    ``datasets.Dataset`` in Rowan/hellaswag's hub schema (label as a string); everything after it is real."""
+    datasets = pytest.importorskip("datasets")
+    from tamperbench.bench import sources
+
+    row = {"ind": 4, "activity_label": "Removing ice from car", "ctx_a": "Then, the man writes over the snow.",
+           "ctx_b": "then", "ctx": "", "endings": ["a", "b", "c", "d"], "source_id": "x", "split": "val",
+           "split_type": "indomain", "label": "3"}
+    calls = []
+
+    def fake_load_dataset(name, config=None, split=None):
+        calls.append((name, config, split))
+        return datasets.Dataset.from_list([row])
+
+    monkeypatch.setattr(sources, "hub_reachable", lambda timeout_s=3.0: True)
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    monkeypatch.setenv("TAMPERBENCH_HOME", "/nonexistent-tb-home")
+    (it,) = load("hellaswag").items
+    assert calls == [("Rowan/hellaswag", None, "validation")]
+    assert it.answer == "D" and it.provenance.source == "hub:Rowan/hellaswag/validation"
+    assert it.provenance.sha256.startswith("fingerprint:")
+    assert it.question == "Removing ice from car: Then, the man writes over the snow. Then"
