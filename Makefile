@@ -8,7 +8,7 @@ PINS := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut
 STAMP := $(VENV)/.installed-$(PINS)
 DEMO_OUT ?= runs/demo
 
-.PHONY: install demo test browser clean-venv
+.PHONY: install demo test browser clean-venv mutate
 
 install: $(STAMP)
 
@@ -30,6 +30,19 @@ demo: install
 
 test: install browser
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# Mutation score of the modules that produce numbers (too slow for CI: run by hand, minutes to an hour).
+#   make mutate                                          every module under [tool.mutmut] only_mutate
+#   make mutate MODULES=src/tamperbench/judge/parse.py   one module (several: space-separated, quoted)
+#   make mutate MUTATE_ARGS=--show                       also print each surviving mutant's diff
+#   .venv/bin/python tools/mutate.py --report-only       re-print the last run's scores
+# Each mutant runs against the fast suite (-m "not model and not browser"); prints killed % per
+# module and exits 1 if any module is under 90%. mutmut works in ./mutants (git-ignored).
+MODULES ?=
+MUTATE_ARGS ?=
+mutate: install
+	@$(PY) -c 'import mutmut' 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[mutate]'
+	$(PY) tools/mutate.py $(MUTATE_ARGS) $(MODULES)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,0 +1,155 @@
+"""Mutation score of the modules that turn records into published numbers (`make mutate`).
+
+WHY: a green suite only counts if breaking the code turns it red. mutmut makes one small change
+("mutant") at a time in each module listed under ``[tool.mutmut] only_mutate`` in pyproject.toml,
+runs the fast suite (``pytest -m "not model and not browser"``, only the tests that reach the mutated
+function) against it, and records whether some test failed ("killed"). This script drives mutmut
+and prints, per module, killed / (mutants - known equivalents) as a percentage.
+
+Usage (from the repository root):
+
+    .venv/bin/python tools/mutate.py                                   # every configured module
+    .venv/bin/python tools/mutate.py src/tamperbench/judge/parse.py    # one or more modules
+    .venv/bin/python tools/mutate.py --report-only                     # re-print the last run
+    .venv/bin/python tools/mutate.py --show src/tamperbench/judge/parse.py   # diffs of survivors
+
+mutmut copies the tree to ``./mutants`` (git-ignored). By default this script deletes it first so a
+score is never read from a stale copy of the source or tests; ``--keep`` reuses it. Timeouts count
+as killed (the mutant made a test hang, which a run would notice); they are shown separately.
+Too slow for CI (the full set is thousands of mutants): run it by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Mutants that cannot change any observable result. Each entry: (module path, function name as
+# mutmut mangles it (``x_<name>`` or ``xǁClassǁmethod``), a substring of the mutated ``+`` line, and why
+# it is equivalent). Matching on the diff text, not the mutant number, keeps the list valid when the
+# module is edited and mutmut renumbers its mutants.
+EQUIVALENT: list[tuple[str, str, str, str]] = [
+]
+
+KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)
+TIMEOUT = {36, -24, 24, 152, 255}
+
+
+def configured_patterns() -> list[str]:
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mutmut"]
+    return list(cfg["only_mutate"])
+
+
+def configured_modules() -> list[str]:
+    pats = configured_patterns()
+    found = sorted(str(p.relative_to(REPO)) for p in (REPO / "src").rglob("*.py"))
+    return [f for f in found if any(fnmatch.fnmatch(f, p) for p in pats) and not f.endswith("__init__.py")]
+
+
+def dotted(path: str) -> str:
+    p = Path(path)
+    parts = p.with_suffix("").parts
+    if parts[0] == "src":
+        parts = parts[1:]
+    return ".".join(parts)
+
+
+def load_meta(path: str) -> dict[str, int | None]:
+    meta = REPO / "mutants" / (path + ".meta")
+    if not meta.exists():
+        return {}
+    return json.loads(meta.read_text())["exit_code_by_key"]
+
+
+def diff_for(name: str, path: str) -> str:
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    return get_diff_for_mutant(name, path=Path(path))
+
+
+def equivalent_reason(name: str, path: str, diff: str) -> str | None:
+    func = name.rpartition(".")[2].split("__mutmut_")[0]
+    added = [ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    for mod, fn, needle, why in EQUIVALENT:
+        if mod == path and fn == func and any(needle in ln for ln in added):
+            return why
+    return None
+
+
+def report(modules: list[str], show: bool) -> int:
+    os.chdir(REPO)
+    rows, worst = [], 100.0
+    for path in modules:
+        codes = load_meta(path)
+        if not codes:
+            rows.append((path, None))
+            continue
+        killed = sum(c in KILLED for c in codes.values())
+        timeouts = sum(c in TIMEOUT for c in codes.values())
+        unchecked = sum(c is None for c in codes.values())
+        survivors = [k for k, c in codes.items() if c is not None and c not in KILLED | TIMEOUT]
+        equivalent, real = [], []
+        for name in survivors:
+            d = diff_for(name, path)
+            why = equivalent_reason(name, path, d)
+            (equivalent if why else real).append((name, d, why))
+        total = len(codes) - unchecked - len(equivalent)
+        score = 100.0 * (killed + timeouts) / total if total else 100.0
+        worst = min(worst, score)
+        rows.append((path, (score, killed, timeouts, len(real), len(equivalent), unchecked, total)))
+        if show:
+            for name, d, _ in real:
+                print(f"\n# survived ({'no tests' if codes[name] in (5, 33) else codes[name]}): {name}\n{d}")
+            for name, _, why in equivalent:
+                print(f"# equivalent, excluded: {name}: {why}")
+    print(f"\n{'module':<44} {'score':>7} {'killed':>7} {'timeout':>8} {'survived':>9} {'equiv':>6} {'unrun':>6}")
+    for path, r in rows:
+        if r is None:
+            print(f"{path:<44} {'-':>7}  (no mutants run)")
+            continue
+        score, killed, timeouts, surv, eq, unchecked, _ = r
+        print(f"{path:<44} {score:6.1f}% {killed:7d} {timeouts:8d} {surv:9d} {eq:6d} {unchecked:6d}")
+    print("score = (killed + timeout) / (mutants run - known equivalents); `--show` prints survivors' diffs")
+    return 0 if worst >= 90.0 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("modules", nargs="*", help="src/... paths (default: every [tool.mutmut] only_mutate module)")
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATE_JOBS", "2")))
+    ap.add_argument("--keep", action="store_true", help="reuse ./mutants instead of starting clean")
+    ap.add_argument("--report-only", action="store_true", help="print the score of the last run, run nothing")
+    ap.add_argument("--show", action="store_true", help="print the diff of each surviving mutant")
+    args = ap.parse_args(argv)
+
+    known = configured_modules()
+    modules = [str(Path(m)) for m in args.modules] or known
+    unknown = [m for m in modules if m not in known]
+    if unknown:
+        print(f"error: {', '.join(unknown)}: not a module under [tool.mutmut] only_mutate in pyproject.toml",
+              file=sys.stderr)
+        return 2
+    if not args.report_only:
+        if not args.keep:
+            shutil.rmtree(REPO / "mutants", ignore_errors=True)
+        names = [dotted(m) + ".*" for m in modules]
+        mutmut = [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs), *names]
+        print("$", " ".join(mutmut), flush=True)
+        proc = subprocess.run(mutmut, cwd=REPO)
+        if proc.returncode not in (0, 1):
+            print(f"error: mutmut exited with {proc.returncode}", file=sys.stderr)
+            return proc.returncode
+    return report(modules, args.show)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
