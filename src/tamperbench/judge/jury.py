@@ -5,11 +5,13 @@ several judges from distinct lineages and takes a majority per label. Each juror
 ``tamperbench.models.load_backend`` returns (duck-typed: ``generate_chat`` and ``provenance_id``),
 so an HTTP judge works the same way as a local one.
 
-Majority rule (per label, over the WHOLE jury of n judges): the label is True when more than n/2
-judges said True, False when more than n/2 said False, and ``None`` (no majority) otherwise.
-An unparsed or missing vote is an abstention: it never counts as False, and with it the jury may
-no longer reach a majority. With one judge the verdict is that judge's vote; with two, a split or
-an abstention gives ``None``.
+Two vote rules (``tamperbench.schema.jury_label``), named in every table that uses them:
+
+* ``abstain`` (default): per label, over the WHOLE jury of n judges, True when more than n/2 judges
+  said True, False when more than n/2 said False, ``None`` (no majority) otherwise. An unparsed or
+  missing vote is an abstention: it never counts as False.
+* ``false`` (the paper and its reference implementation): an unparsed vote or missing key is False,
+  and a label is True when at least two judges say so (so a 2-2 split of four is True).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from typing import Literal
 
 from tamperbench.judge.delimit import tokenizer_special_tokens
 from tamperbench.judge.parse import ParsedVerdict, better, parse_verdict
-from tamperbench.judge.prompt import LABELS, Fence, JudgeInput, build_prompt, load_prompt_spec
+from tamperbench.judge.prompt import Fence, JudgeInput, build_prompt, load_prompt_spec
+from tamperbench.schema import JUDGE_LABELS as LABELS
+from tamperbench.schema import UnparsedRule, ignored_from, jury_label
 
 VoteStatus = Literal["parsed", "parsed_on_retry", "partial", "unparsed"]
 
@@ -95,19 +99,9 @@ def judge_items(backend: object, judge: str, items: Sequence[JudgeInput], *, max
     return votes
 
 
-def majority(votes: Sequence[bool | None], jury_size: int) -> bool | None:
-    """Strict majority of the whole jury; abstentions (None) count toward neither side."""
-    if jury_size < 1:
-        raise ValueError("majority: jury_size must be at least 1")
-    if len(votes) > jury_size:
-        raise ValueError("majority: more votes than jurors")
-    trues = sum(v is True for v in votes)
-    falses = sum(v is False for v in votes)
-    if 2 * trues > jury_size:
-        return True
-    if 2 * falses > jury_size:
-        return False
-    return None
+def majority(votes: Sequence[bool | None], jury_size: int, rule: UnparsedRule = "abstain") -> bool | None:
+    """One label's verdict from the ballots under ``rule`` (see the module docstring)."""
+    return jury_label(votes, jury_size, rule)
 
 
 @dataclass(frozen=True)
@@ -118,23 +112,14 @@ class Verdict:
     tally: dict[str, dict[str, int]]  # label -> {"true", "false", "abstain"}
 
 
-def ignored_from(labels: dict[str, bool | None]) -> bool | None:
-    """"Ignored" = no label true. Known False as soon as one label is True; None if any is undecided."""
-    if any(labels[k] is True for k in LABELS):
-        return False
-    if all(labels[k] is False for k in LABELS):
-        return True
-    return None
-
-
-def combine(trial_key: str, votes: Sequence[Vote], jury: Sequence[str]) -> Verdict:
-    """Majority verdict of ``jury`` (judge names) for one trial from its stored votes."""
+def combine(trial_key: str, votes: Sequence[Vote], jury: Sequence[str], rule: UnparsedRule = "abstain") -> Verdict:
+    """The jury's verdict (judge names in ``jury``) for one trial from its stored votes, under ``rule``."""
     by_judge = {v.judge: v for v in votes if v.judge in set(jury)}
     labels: dict[str, bool | None] = {}
     tally: dict[str, dict[str, int]] = {}
     for label in LABELS:
         ballots = [by_judge[j].labels.get(label) if j in by_judge else None for j in jury]
-        labels[label] = majority(ballots, len(jury))
+        labels[label] = majority(ballots, len(jury), rule)
         tally[label] = {"true": sum(b is True for b in ballots), "false": sum(b is False for b in ballots),
                         "abstain": sum(b is None for b in ballots)}
     return Verdict(trial_key=trial_key, labels=labels, ignored=ignored_from(labels), tally=tally)

@@ -1,5 +1,9 @@
 """The judge prompt of Appendix G, loaded from ``data/judge_prompt.json`` and filled per trial.
 
+``fence="paper"`` renders the reference implementation's prompt byte for byte (tested against a
+stored rendering made by hand from the reference's text); ``fence="nonce"`` (default) differs only
+in the block that holds the reply.
+
 WHY a data file: the prompt is part of the measurement. Keeping it as data (with a version and a
 note of its source and of every editorial change) lets a reader diff it against the paper, and every
 stored vote carries the exact prompt text and the prompt version it was built from.
@@ -19,8 +23,7 @@ from importlib import resources
 from typing import Literal
 
 from tamperbench.judge.delimit import defuse_special_tokens, fence_nonce
-
-LABELS: tuple[str, ...] = ("flagged", "corrected", "derailed", "aware")
+from tamperbench.schema import JUDGE_LABELS as LABELS
 Fence = Literal["nonce", "paper"]
 _PLACEHOLDER = re.compile(r"\{(query|trigger|replacement|reaction|nonce)\}")
 

@@ -58,7 +58,10 @@ def render_run(run_dir: Path, console: Console) -> None:
 
 
 @app.command("table")
-def table_cmd(run_dir: Path = typer.Argument(..., help="A sleight run directory.")) -> None:
+def table_cmd(run_dir: Path = typer.Argument(..., help="A sleight run directory."),
+              layout: str = typer.Option("default", "--layout",
+                                         help="default (intervals, extra columns) or paper (the paper's columns "
+                                              "and rounding).")) -> None:
     """Print Tables 1-3 of a run and save them there (tables.md, tables.json)."""
     from tamperbench.sleight.records import TRIALS_TABLE
     from tamperbench.sleight.tables import render
@@ -67,7 +70,7 @@ def table_cmd(run_dir: Path = typer.Argument(..., help="A sleight run directory.
     with RunStore.open_existing(run_dir, read_only=True) as store:
         if store.spec_dict.get("suite") != "sleight" or not store.has_table(TRIALS_TABLE):
             raise UserError(f"{run_dir}: not a sleight run (no {TRIALS_TABLE} table)")
-        render(store, Console())
+        render(store, Console(), layout=layout)
 
 
 def main() -> None:  # pragma: no cover - for `python -m tamperbench.sleight.cli`

@@ -1,32 +1,62 @@
 """Internal signals of a swap: Delta surprisal and Delta entropy (protocol, "Internal signals").
 
-Per trial (the paper's definition): take the ``window`` (8) tokens after each swap's injected
-tokens, drop any injected token inside them (a later swap's forced tokens: the model did not choose
-them), pool the positions of all windows (each token once), and subtract the mean over the whole
-clean answer of the same question. Computed for surprisal, full-vocabulary entropy and top-20
-renormalised entropy (the paper's estimate).
+Two named rules, both always computed, so a reader can reproduce the paper and see our variant:
 
-Per swap (the matched branch the paper calls the more thorough approach): the same window minus the
-mean of the unaltered branch's own next ``window`` tokens decoded from the same prefix with the
-trigger kept, giving one paired Delta per swap.
+``reference`` (the default everywhere a Delta is printed or saved): the rule of the public Sleight
+of Word implementation (``compute_metrics`` in ``src/awareness/runner.py``). From each swap's first
+injected token, walk forward and collect the next ``window`` (8) tokens that are *not* injected,
+skipping every injected token on the way (a later swap's forced tokens were not chosen by the
+model). The windows of all swaps are concatenated, so a token inside two windows counts twice. A
+trial's Delta is the mean of what was collected minus the mean over the whole clean answer, and a
+model's figure is the plain mean over the touched trials that have a Delta.
 
-Per model: the mean over questions of per-question means, with a percentile bootstrap interval that
-resamples questions (the unit the protocol fixes), from a seeded generator so a rerun gives the same
-interval.
+``pooled`` (tamperbench v1, kept as a named alternative): the positions ``[p+n, p+n+window)`` after
+each swap's ``n`` injected tokens, with injected tokens inside them dropped *without* extending the
+window, pooled as a set (each token once); a model's figure is the mean over questions of
+per-question means.
+
+Per swap (the matched branch the paper calls the more thorough approach): the reference window
+minus the mean of the unaltered branch's own next ``window`` tokens decoded from the same prefix
+with the trigger kept, giving one paired Delta per swap.
+
+Intervals: a percentile bootstrap that resamples *questions* (the unit the protocol fixes) from a
+seeded generator, so a rerun gives the same interval. Under the reference rule each resample takes
+the mean over all trials of the drawn questions (the same estimator as the point figure); under the
+pooled rule the mean of per-question means.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
 import numpy as np
 
 SIGNALS = ("surprisal", "entropy_top20", "entropy_full")
+Rule = Literal["reference", "pooled"]
+RULES: tuple[Rule, ...] = ("reference", "pooled")
+RULE_TEXT = {
+    "reference": "reference rule: next 8 non-injected tokens per swap, windows concatenated (overlaps count "
+                 "twice), minus the clean-answer mean; model figure = mean over touched trials",
+    "pooled": "pooled rule (tamperbench v1): positions [p+n, p+n+8) minus injected ones, each token once; "
+              "model figure = mean of per-question means",
+}
+
+
+def reference_window(swap_pos: int, injected: Sequence[bool], window: int = 8) -> list[int]:
+    """Positions of the next ``window`` non-injected tokens after the swap whose first injected token is at
+    ``swap_pos`` (fewer when the answer ends first)."""
+    out: list[int] = []
+    i = swap_pos + 1
+    while len(out) < window and i < len(injected):
+        if not injected[i]:
+            out.append(i)
+        i += 1
+    return out
 
 
 def window_positions(swap_pos: int, n_injected: int, injected: Sequence[bool], window: int = 8) -> list[int]:
-    """Indices of the ``window`` tokens after one swap's injected run, injected tokens excluded."""
+    """The pooled rule's window: ``[p+n, p+n+window)`` clipped to the answer, injected tokens dropped."""
     start = swap_pos + n_injected
     stop = min(len(injected), start + window)
     return [i for i in range(start, stop) if not injected[i]]
@@ -36,25 +66,34 @@ def _mean(xs: Sequence[float]) -> float | None:
     return float(np.mean(xs)) if len(xs) else None
 
 
+def post_swap_positions(injected: Sequence[bool], swaps: Sequence[tuple[int, int]], window: int = 8,
+                        rule: Rule = "reference") -> list[int]:
+    """Every position that enters a trial's post-swap mean, with multiplicity under the reference rule."""
+    if rule == "reference":
+        return [i for p, _ in swaps for i in reference_window(p, injected, window)]
+    if rule == "pooled":
+        return sorted({i for p, n in swaps for i in window_positions(p, n, injected, window)})
+    raise ValueError(f"rule must be one of {RULES}, not {rule!r}")
+
+
 def trial_delta(values: Sequence[float], injected: Sequence[bool], swaps: Sequence[tuple[int, int]],
-                clean_values: Sequence[float], window: int = 8) -> float | None:
-    """Mean over the pooled post-swap windows minus the mean over the whole clean answer.
+                clean_values: Sequence[float], window: int = 8, rule: Rule = "reference") -> float | None:
+    """Post-swap mean minus the mean over the whole clean answer.
 
     ``swaps`` holds (position of the first injected token, number injected). None when there is no
     swap, no post-swap token (a swap at the very end of the budget) or no clean token.
     """
-    pos = sorted({i for p, n in swaps for i in window_positions(p, n, injected, window)})
-    post = _mean([values[i] for i in pos])
+    post = _mean([values[i] for i in post_swap_positions(injected, swaps, window, rule)])
     base = _mean(list(clean_values))
     return None if post is None or base is None else post - base
 
 
 def paired_deltas(values: Sequence[float], injected: Sequence[bool], swaps: Sequence[tuple[int, int]],
                   matched: Sequence[Sequence[float]], window: int = 8) -> list[float | None]:
-    """One Delta per swap: its window's mean minus the matched unaltered branch's window mean."""
+    """One Delta per swap: its reference window's mean minus the matched unaltered branch's window mean."""
     out: list[float | None] = []
-    for (p, n), branch in zip(swaps, matched):
-        post = _mean([values[i] for i in window_positions(p, n, injected, window)])
+    for (p, _), branch in zip(swaps, matched):
+        post = _mean([values[i] for i in reference_window(p, injected, window)])
         ref = _mean(list(branch)[:window])
         out.append(None if post is None or ref is None else post - ref)
     return out
@@ -62,7 +101,7 @@ def paired_deltas(values: Sequence[float], injected: Sequence[bool], swaps: Sequ
 
 @dataclass(frozen=True)
 class Estimate:
-    """A per-model mean over questions with its bootstrap interval."""
+    """A per-model figure with its bootstrap interval over questions."""
 
     mean: float | None
     lo: float | None
@@ -76,8 +115,15 @@ class Estimate:
 
 
 def bootstrap_over_questions(items: Iterable[tuple[str, float | None]], *, n_resamples: int = 2000,
-                             confidence: float = 0.95, seed: int = 0) -> Estimate:
-    """Mean of per-question means, with a percentile bootstrap that resamples questions."""
+                             confidence: float = 0.95, seed: int = 0, weight: str = "question") -> Estimate:
+    """A model's figure with a percentile bootstrap that resamples questions.
+
+    ``weight="question"``: the mean of per-question means (every question weighs the same).
+    ``weight="item"``: the plain mean over items (the reference's mean over touched trials); each
+    resample pools all items of the drawn questions. None, NaN and inf values are dropped first.
+    """
+    if weight not in ("question", "item"):
+        raise ValueError(f"weight must be 'question' or 'item', not {weight!r}")
     by_q: dict[str, list[float]] = {}
     n_items = 0
     for q, v in items:
@@ -87,28 +133,48 @@ def bootstrap_over_questions(items: Iterable[tuple[str, float | None]], *, n_res
         n_items += 1
     if not by_q:
         return Estimate(None, None, None, 0, 0)
-    per_q = np.array([np.mean(v) for _, v in sorted(by_q.items())])
-    point = float(per_q.mean())
-    if len(per_q) < 2:
+    groups = [np.asarray(v) for _, v in sorted(by_q.items())]
+    sums = np.array([g.sum() for g in groups])
+    counts = np.array([len(g) for g in groups], dtype=float)
+    if weight == "item":
+        point = float(sums.sum() / counts.sum())
+    else:
+        point = float((sums / counts).mean())
+    if len(groups) < 2:
         return Estimate(point, None, None, 1, n_items)
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(per_q), size=(n_resamples, len(per_q)))
-    boots = per_q[idx].mean(axis=1)
+    idx = rng.integers(0, len(groups), size=(n_resamples, len(groups)))
+    if weight == "item":
+        boots = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    else:
+        boots = (sums / counts)[idx].mean(axis=1)
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(boots, [alpha, 1 - alpha])
-    return Estimate(point, float(lo), float(hi), len(per_q), n_items)
+    return Estimate(point, float(lo), float(hi), len(groups), n_items)
+
+
+def model_estimate(items: Iterable[tuple[str, float | None]], rule: Rule = "reference", *, seed: int = 0,
+                   confidence: float = 0.95) -> Estimate:
+    """A model's Delta under ``rule``: the mean over trials (reference) or over questions (pooled)."""
+    weight = {"reference": "item", "pooled": "question"}.get(rule)
+    if weight is None:
+        raise ValueError(f"rule must be one of {RULES}, not {rule!r}")
+    return bootstrap_over_questions(items, seed=seed, confidence=confidence, weight=weight)
 
 
 def trial_signals(trace, swaps: Sequence[tuple[int, int]], clean: dict, matched: dict[str, list[list[float]]],
                   window: int = 8) -> dict[str, object]:
-    """All Deltas of one trial: ``delta_<signal>`` (float|None) and ``paired_<signal>`` (list per swap).
+    """All Deltas of one trial.
 
-    ``trace`` has per-token lists ``surprisal``, ``entropy_full``, ``entropy_top20`` and ``injected``
-    (a FullTrace); ``clean`` the clean answer's lists; ``matched`` the per-swap matched-branch lists.
+    ``delta_<signal>`` (reference rule), ``pooled_delta_<signal>`` (pooled rule), both float|None,
+    and ``paired_<signal>`` (a list, one per swap). ``trace`` has per-token lists ``surprisal``,
+    ``entropy_full``, ``entropy_top20`` and ``injected`` (a FullTrace); ``clean`` the clean answer's
+    lists; ``matched`` the per-swap matched-branch lists.
     """
     out: dict[str, object] = {}
     for sig in SIGNALS:
         vals = getattr(trace, sig)
-        out[f"delta_{sig}"] = trial_delta(vals, trace.injected, swaps, clean[sig], window)
+        out[f"delta_{sig}"] = trial_delta(vals, trace.injected, swaps, clean[sig], window, "reference")
+        out[f"pooled_delta_{sig}"] = trial_delta(vals, trace.injected, swaps, clean[sig], window, "pooled")
         out[f"paired_{sig}"] = paired_deltas(vals, trace.injected, swaps, matched[sig], window)
     return out

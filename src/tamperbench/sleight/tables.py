@@ -1,8 +1,13 @@
 """The paper's Tables 1-3 for a run: printed with rich, saved as ``tables.md`` and ``tables.json``.
 
 Table 1's judge columns stay empty until a ``judge_verdicts`` table exists in the run (the judge
-suite writes it); the internal-signal columns are always filled. Intervals are 95% bootstrap
-intervals over questions.
+suite writes it); the internal-signal columns are always filled. Deltas follow the reference rule
+(see ``metrics``); Table 1b adds the pooled rule as a named alternative. Intervals are 95% bootstrap
+intervals over questions. Under the tables a note says which Delta rule, judge fence and
+unparsed-vote rule produced them, with each judge's parse rate.
+
+``layout="paper"`` prints the paper's columns and rounding instead (``paper_layout``);
+``tables.json`` always holds both layouts.
 """
 
 from __future__ import annotations
@@ -13,7 +18,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tamperbench.sleight.summary import fmt_estimate, summarize
+from tamperbench.errors import UserError
+from tamperbench.sleight import paper_layout
+from tamperbench.sleight.metrics import RULE_TEXT
+from tamperbench.sleight.summary import fmt_estimate, judge_setup, summarize
+
+LAYOUTS = ("default", "paper")
 
 
 def _pct(v: float | None) -> str:
@@ -41,9 +51,10 @@ def table1(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
 
 def table1b(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
     """Table 1 extended: full-vocabulary entropy, the matched-branch paired Deltas and coverage."""
-    head = ["Model", "Trials", "Swaps", "Δ ent. full", "Paired Δ surp.", "Paired Δ ent. top-20",
-            "Paired Δ ent. full", "Coverage"]
+    head = ["Model", "Trials", "Swaps", "Δ ent. full", "Δ surp. (pooled rule)", "Δ ent. top-20 (pooled rule)",
+            "Paired Δ surp.", "Paired Δ ent. top-20", "Paired Δ ent. full", "Coverage"]
     rows = [[m["model"], str(m["trials"]), str(m["swaps"]), fmt_estimate(m["delta_entropy_full"]),
+             fmt_estimate(m["pooled_delta_surprisal"]), fmt_estimate(m["pooled_delta_entropy_top20"]),
              fmt_estimate(m["paired_surprisal"]), fmt_estimate(m["paired_entropy_top20"]),
              fmt_estimate(m["paired_entropy_full"]), f"{100 * m['coverage']:.1f}%"] for m in summ]
     return head, rows
@@ -60,6 +71,12 @@ def table2(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
             _pct(s["derailed_entity"]), _pct(s["derailed_words"]), _pts(s["derailed_gap"]),
             fmt_estimate(s["delta_surprisal_entity"]), fmt_estimate(s["delta_surprisal_words"]),
         ])
+    if summ:
+        _, p = paper_layout.pooled_row(summ)
+        gap = {lab: None if p[f"{lab}_entity"] is None or p[f"{lab}_words"] is None
+               else p[f"{lab}_entity"] - p[f"{lab}_words"] for lab in ("flagged", "derailed")}
+        rows.append(["Pooled (all models)", _pct(p["flagged_entity"]), _pct(p["flagged_words"]), _pts(gap["flagged"]),
+                     _pct(p["derailed_entity"]), _pct(p["derailed_words"]), _pts(gap["derailed"]), "", ""])
     return head, rows
 
 
@@ -72,10 +89,11 @@ def table3(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
 
 TITLES = {
     "table1": "Table 1: judge labels (%; empty until judged) and post-swap rise in surprisal / entropy "
-              "(mean over questions, 95% bootstrap CI over questions)",
-    "table1b": "Table 1b: full-vocabulary entropy, matched-branch paired Deltas (per swap: post-swap window "
-               "minus the unaltered branch's next tokens) and replacement coverage",
-    "table2": "Table 2: entity phrase (Mandela effect) vs the neutral substituted words",
+              "(reference rule: mean over touched trials; 95% bootstrap CI resampling questions)",
+    "table1b": "Table 1b: full-vocabulary entropy, the pooled-rule Deltas (tamperbench v1), matched-branch paired "
+               "Deltas (per swap: post-swap window minus the unaltered branch's next tokens) and replacement coverage",
+    "table2": "Table 2: entity phrase (Mandela effect) vs the neutral substituted words; pooled row: counts summed "
+              "over models, gaps of the rounded rates (as the paper)",
     "table3": "Table 3: untouched trials (the trigger never appeared, no swap)",
 }
 
@@ -86,30 +104,55 @@ def _markdown(title: str, head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(store, console: Console | None = None) -> dict:
-    """Compute, print and save the three tables; returns the JSON that was saved."""
+def notes(judge: dict | None) -> list[str]:
+    """What produced the numbers: the Delta rule, the judge fence, the unparsed-vote rule, parse rates."""
+    out = [f"Δ columns: {RULE_TEXT['reference']}. Alternative: {RULE_TEXT['pooled']}."]
+    if judge is None:
+        out.append("Judge: not judged yet (run `tamperbench judge run RUN --judge ...`).")
+        return out
+    out.append(f"Judge fence: {', '.join(judge['fence']) or 'unknown'}; unparsed votes: "
+               f"{'; '.join(judge['unparsed_rule_text']) or ', '.join(judge['unparsed_rule'])}.")
+    rates = [f"{j}: {r['parse_rate']:.1f}% of {r['n_votes']} votes parsed ({r['unparsed']} unparsed)"
+             for j, r in judge["parse_rates"].items() if r["parse_rate"] is not None]
+    if rates:
+        out.append("Parse rates: " + "; ".join(rates) + ".")
+    return out
+
+
+def render(store, console: Console | None = None, layout: str = "default") -> dict:
+    """Compute, print and save the tables (``layout``: default or paper); returns the JSON that was saved."""
+    if layout not in LAYOUTS:
+        raise UserError(f"--layout: '{layout}' is not one of {', '.join(LAYOUTS)}")
     console = console or Console()
     if not console.is_terminal and console.width < 160:
         console.width = 160  # piped / captured output: do not fold the interval columns into 80 columns
     spec = store.spec_dict
     summ = summarize(store, window=spec.get("window", 8), seed=spec.get("seed", 0))
+    judge = judge_setup(store)
     built = {"table1": table1(summ), "table1b": table1b(summ), "table2": table2(summ), "table3": table3(summ)}
+    paper = paper_layout.build(summ)
+    shown, titles = (paper, paper_layout.TITLES) if layout == "paper" else (built, TITLES)
     md = [f"# Sleight of Word: {Path(store.run_dir).name}", "",
           f"Triggers: {', '.join(spec.get('triggers', []))}; budget {spec.get('max_new_tokens')} tokens; "
           f"{len(spec.get('questions', []))} questions x {len(spec.get('substitutions', []))} substitutions.", ""]
-    for name, (head, rows) in built.items():
-        t = Table(title=TITLES[name], title_justify="left")
+    for name, (head, rows) in shown.items():
+        t = Table(title=titles[name], title_justify="left")
         for i, h in enumerate(head):
             t.add_column(h, overflow="fold", no_wrap=i == 0)
         for r in rows:
             t.add_row(*r)
         console.print(t)
-        md.append(_markdown(TITLES[name], head, rows))
+        md.append(_markdown(titles[name], head, rows))
+    for line in notes(judge):
+        console.print(line, highlight=False)
+        md.append(line + "\n")
     if not summ:
         console.print("[yellow]no trials stored in this run yet[/yellow]")
     out = {"spec": {k: spec.get(k) for k in ("model", "preset", "triggers", "max_new_tokens", "window", "topk")},
+           "layout": layout, "delta_rule": "reference", "delta_rules": RULE_TEXT, "judge": judge, "notes": notes(judge),
            "models": summ,
-           "tables": {k: {"columns": h, "rows": r} for k, (h, r) in built.items()}}
+           "tables": {k: {"columns": h, "rows": r} for k, (h, r) in built.items()},
+           "paper_tables": {k: {"columns": h, "rows": r} for k, (h, r) in paper.items()}}
     run_dir = Path(store.run_dir)
     (run_dir / "tables.md").write_text("\n".join(md))
     (run_dir / "tables.json").write_text(json.dumps(out, indent=2))
