@@ -6,11 +6,13 @@ discrimination. Why own code: scipy.stats.bootstrap resamples observations, not 
 calls the statistic once per replicate in Python; neither the d' nor the tied AUROC has a
 library form that takes replicate weights.
 
-How it is fast: a replicate only changes *how many times* each pair counts. We draw an index
-matrix (replicates x clusters) of cluster indices, turn it into a count matrix W with one
-``bincount``, and every statistic becomes a matrix product with W (hits, false alarms, margins)
-or one vectorised cumulative sum (:func:`tamperbench.stats.sdt.weighted_auroc`). Replicates are
-processed in chunks to bound memory (11,216 pairs x 2,000 replicates needs ~180 MB unchunked).
+How it is fast: a replicate only changes *how many times* each cluster counts. We draw an index
+matrix (replicates x clusters) of cluster indices and turn it into a count matrix W with one
+``bincount``. Every statistic is then a matrix product of W with per-cluster sufficient
+statistics: hit and false-alarm counts for d' and the margin, and per-cluster histograms of the
+scores over their sorted distinct levels (a sparse clusters x levels matrix) for the tied AUROC
+(:func:`tamperbench.stats.sdt.level_auroc`: one cumulative sum per replicate). Replicates are
+processed in chunks to bound memory.
 :func:`detection_bootstrap_loop` is the plain per-replicate Python loop over the same draws, kept
 as the reference the tests and ``benchmarks/stats_speed.py`` compare against.
 """
@@ -21,7 +23,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from tamperbench.stats.sdt import dprime_counts, weighted_auroc
+from tamperbench.stats.sdt import dprime_counts, level_auroc, weighted_auroc
 
 
 def cluster_codes(clusters: Sequence[object]) -> tuple[np.ndarray, int]:
@@ -31,11 +33,12 @@ def cluster_codes(clusters: Sequence[object]) -> tuple[np.ndarray, int]:
 
 
 def cluster_weight_chunks(codes: np.ndarray, n_clusters: int, n_boot: int, seed: int,
-                          chunk: int = 256) -> Iterator[np.ndarray]:
+                          chunk: int = 256, expand: bool = True) -> Iterator[np.ndarray]:
     """Yield (b, n_obs) multiplicity matrices, b <= chunk, n_boot rows in all.
 
     Row r is one bootstrap replicate: n_clusters cluster indices drawn uniformly with replacement
-    (the index matrix), counted per cluster and expanded to the observations of each cluster.
+    (the index matrix), counted per cluster and (``expand``) spread to the observations of each
+    cluster; ``expand=False`` yields the (b, n_clusters) cluster counts themselves.
     """
     rng = np.random.default_rng(seed)
     done = 0
@@ -44,8 +47,15 @@ def cluster_weight_chunks(codes: np.ndarray, n_clusters: int, n_boot: int, seed:
         idx = rng.integers(0, n_clusters, size=(b, n_clusters))
         flat = idx + (np.arange(b)[:, None] * n_clusters)
         counts = np.bincount(flat.ravel(), minlength=b * n_clusters).reshape(b, n_clusters)
-        yield counts[:, codes].astype(float)
+        yield counts[:, codes].astype(float) if expand else counts.astype(float)
         done += b
+
+
+def _cluster_histogram(codes: np.ndarray, level_idx: np.ndarray, n_clusters: int, n_levels: int):
+    """Sparse (clusters x levels) counts of observations per cluster at each score level."""
+    from scipy import sparse
+
+    return sparse.csr_matrix((np.ones(codes.size), (codes, level_idx)), shape=(n_clusters, n_levels))
 
 
 def percentile_interval(reps: np.ndarray, level: float = 0.95) -> tuple[float, float]:
@@ -82,12 +92,18 @@ def detection_bootstrap(y_int, y_sham, clusters, *, g_int=None, g_sham=None, n_b
         "auroc": float(weighted_auroc(gi, gs, np.ones((1, n)), np.ones((1, n)))[0]),
         "margin": float(yi.mean() - ys.mean()),
     }
+    # per-cluster sufficient statistics
+    size_c = np.bincount(codes, minlength=n_clusters).astype(float)
+    hits_c = np.bincount(codes, weights=yi, minlength=n_clusters)
+    fas_c = np.bincount(codes, weights=ys, minlength=n_clusters)
+    levels = np.unique(np.concatenate([gi, gs]))
+    hist_i = _cluster_histogram(codes, np.searchsorted(levels, gi), n_clusters, levels.size)
+    hist_s = _cluster_histogram(codes, np.searchsorted(levels, gs), n_clusters, levels.size)
     reps = {k: [] for k in point}
-    for w in cluster_weight_chunks(codes, n_clusters, n_boot, seed, chunk):
-        tot = w.sum(axis=1)
-        hits, fas = w @ yi, w @ ys
+    for w in cluster_weight_chunks(codes, n_clusters, n_boot, seed, chunk, expand=False):
+        tot, hits, fas = w @ size_c, w @ hits_c, w @ fas_c
         reps["dprime"].append(dprime_counts(hits, tot, fas, tot))
-        reps["auroc"].append(weighted_auroc(gi, gs, w, w))
+        reps["auroc"].append(level_auroc((hist_i.T @ w.T).T, (hist_s.T @ w.T).T))
         reps["margin"].append((hits - fas) / tot)
     out: dict = {"n_pairs": int(n), "n_clusters": n_clusters}
     for k, est in point.items():
@@ -110,8 +126,8 @@ def mean_bootstrap(values, clusters, *, n_boot: int = 2000, seed: int = 0, level
             "se": float(np.std(r, ddof=1)) if r.size > 1 else float("nan")}
 
 
-def detection_bootstrap_loop(y_int, y_sham, clusters, *, n_boot: int = 2000, seed: int = 0,
-                             level: float = 0.95) -> dict:
+def detection_bootstrap_loop(y_int, y_sham, clusters, *, g_int=None, g_sham=None, n_boot: int = 2000,
+                             seed: int = 0, level: float = 0.95) -> dict:
     """Reference: the same clustered bootstrap as a plain loop, one replicate at a time.
 
     It draws the identical cluster indices (one row of the index matrix per iteration, same
@@ -121,6 +137,8 @@ def detection_bootstrap_loop(y_int, y_sham, clusters, *, n_boot: int = 2000, see
 
     yi = np.asarray(y_int, dtype=float)
     ys = np.asarray(y_sham, dtype=float)
+    gi = yi if g_int is None else np.asarray(g_int, dtype=float)
+    gs = ys if g_sham is None else np.asarray(g_sham, dtype=float)
     codes, n_clusters = cluster_codes(clusters)
     members = [np.flatnonzero(codes == c) for c in range(n_clusters)]
     rng = np.random.default_rng(seed)
@@ -129,7 +147,7 @@ def detection_bootstrap_loop(y_int, y_sham, clusters, *, n_boot: int = 2000, see
         drawn = rng.integers(0, n_clusters, size=n_clusters)
         rows = [j for c in drawn for j in members[c]]
         d_reps.append(dprime(yi[rows], ys[rows]))
-        a_reps.append(auroc(yi[rows], ys[rows]))
+        a_reps.append(auroc(gi[rows], gs[rows]))
     return {"dprime": {"ci": percentile_interval(np.array(d_reps), level)},
             "auroc": {"ci": percentile_interval(np.array(a_reps), level)},
             "dprime_reps": np.array(d_reps), "auroc_reps": np.array(a_reps)}

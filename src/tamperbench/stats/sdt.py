@@ -72,6 +72,17 @@ def weighted_auroc(g_int, g_sham, w_int, w_sham) -> np.ndarray:
     return np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
 
 
+def level_auroc(h_int: np.ndarray, h_sham: np.ndarray) -> np.ndarray:
+    """Tied AUROC from score histograms: ``h_*`` (B, K) weighted counts over K sorted score levels.
+
+    AUROC = sum_k h_int[k] (sham mass below level k + 1/2 sham mass at k) / (total_int total_sham).
+    """
+    cum = np.cumsum(h_sham, axis=1)
+    num = (h_int * (cum - 0.5 * h_sham)).sum(axis=1)
+    den = h_int.sum(axis=1) * h_sham.sum(axis=1)
+    return np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
+
+
 def auroc(g_int, g_sham) -> float:
     """Tied-score AUROC of intervention scores against sham scores; NaN if either is empty."""
     g_int = np.asarray(g_int, dtype=float)

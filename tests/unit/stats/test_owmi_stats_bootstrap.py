@@ -29,6 +29,19 @@ def test_vectorised_equals_plain_loop_on_the_same_draws():
     assert fast["auroc"]["ci"] == pytest.approx(slow["auroc"]["ci"], abs=1e-12)
 
 
+def test_graded_scores_vectorised_equals_loop():
+    rng = np.random.default_rng(4)
+    yi, ys, items = _data(rng)
+    gi = np.round(rng.random(yi.size) * 0.5 + 0.3 * yi, 2)  # graded, with ties
+    gs = np.round(rng.random(ys.size) * 0.5 + 0.3 * ys, 2)
+    fast = detection_bootstrap(yi, ys, items, g_int=gi, g_sham=gs, n_boot=200, seed=2, chunk=50)
+    slow = detection_bootstrap_loop(yi, ys, items, g_int=gi, g_sham=gs, n_boot=200, seed=2)
+    assert fast["auroc"]["ci"] == pytest.approx(slow["auroc"]["ci"], abs=1e-12)
+    from sklearn.metrics import roc_auc_score
+
+    assert fast["auroc"]["estimate"] == pytest.approx(roc_auc_score(np.r_[np.ones(gi.size), np.zeros(gs.size)], np.r_[gi, gs]))
+
+
 def test_weights_are_cluster_multiplicities():
     codes = np.array([0, 0, 1, 2, 2, 2])
     for w in cluster_weight_chunks(codes, 3, 50, seed=1, chunk=20):
