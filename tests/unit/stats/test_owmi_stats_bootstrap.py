@@ -72,7 +72,7 @@ def test_coverage_of_a_known_effect_is_about_95_percent():
     hits = {"margin": 0, "auroc": 0, "unclustered": 0}
     n_sets = 200
     for k in range(n_sets):
-        yi, ys, items = _data(rng, effect=effect, per_item=5)
+        yi, ys, items = _data(rng, effect=effect, per_item=10)
         b = detection_bootstrap(yi, ys, items, n_boot=200, seed=k)
         lo, hi = b["margin"]["ci"]
         hits["margin"] += lo <= effect <= hi
