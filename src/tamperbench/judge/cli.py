@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -38,7 +38,9 @@ def run_cmd(
     run: RunArg,
     judge: Annotated[list[str], typer.Option("--judge", help="Judge model spec; repeat for a jury (3 in the paper).")],
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Token budget of each judge answer.")] = 160,
-    fence: Annotated[str, typer.Option("--fence", help="nonce (hardened delimiter) or paper (Appendix G verbatim).")] = "nonce",
+    fence: Annotated[Optional[str], typer.Option("--fence", help="nonce (hardened delimiter, default) or paper (the reference's prompt byte for byte).")] = None,
+    unparsed: Annotated[Optional[str], typer.Option("--unparsed", help="abstain (default: an unparsed vote abstains, strict majority) or false (paper: unparsed = false, true when >= 2 judges say so).")] = None,
+    preset: Annotated[str, typer.Option("--preset", help="default (nonce fence, unparsed abstain) or paper (paper fence, unparsed false); --fence / --unparsed override.")] = "default",
     seed: SeedOpt = 0,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = None,
@@ -48,8 +50,14 @@ def run_cmd(
     from tamperbench.judge.agreement import compute_agreement
     from tamperbench.judge.runner import JudgeConfig, open_run, run_jury
 
+    if preset not in ("default", "paper"):
+        raise UserError(f"--preset: '{preset}' is not one of default, paper")
+    fence = fence or ("paper" if preset == "paper" else "nonce")
+    unparsed = unparsed or ("false" if preset == "paper" else "abstain")
     if fence not in ("nonce", "paper"):
         raise UserError(f"--fence: '{fence}' is not one of nonce, paper")
+    if unparsed not in ("abstain", "false"):
+        raise UserError(f"--unparsed: '{unparsed}' is not one of false, abstain")
     if max_new_tokens < 16:
         raise UserError(f"--max-new-tokens: a JSON verdict needs at least 16 tokens, got {max_new_tokens}")
 
@@ -64,12 +72,16 @@ def run_cmd(
         return resolve(spec)
 
     start = time.perf_counter()
-    summary = run_jury(run, judge, loader, JudgeConfig(max_new_tokens=max_new_tokens, seed=seed, fence=fence),
+    summary = run_jury(run, judge, loader, JudgeConfig(max_new_tokens=max_new_tokens, seed=seed, fence=fence,
+                                                                unparsed=unparsed),
                        precheck=precheck)
     elapsed = time.perf_counter() - start
     console.print(f"{summary.n_trials} sleight records: {summary.n_judged} judged, {summary.n_untouched} untouched "
                   f"(not judged), {summary.n_empty} swapped but empty (not judged); {elapsed:.1f} s")
-    rates = Table(title="judge votes (unparsed votes are abstentions, never False)")
+    rule = {"abstain": "unparsed votes are abstentions, never False",
+            "false": "paper rule: unparsed votes count as False"}[unparsed]
+    console.print(f"fence: {fence}; {rule}")
+    rates = Table(title=f"judge votes ({rule})")
     for col in ("judge", "new votes", "parsed", "parsed on retry", "partial", "unparsed", "unparsed rate"):
         rates.add_column(col)
     for j, counts in summary.status_counts.items():

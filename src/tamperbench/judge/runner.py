@@ -20,6 +20,7 @@ from tamperbench.errors import UserError
 from tamperbench.judge.evidence import DETECTOR_VERSION, detect
 from tamperbench.judge.jury import Vote, combine, judge_items
 from tamperbench.judge.prompt import LABELS, Fence, JudgeInput, load_prompt_spec
+from tamperbench.schema import UnparsedRule
 from tamperbench.judge.records import (
     JudgeEvidenceRecord,
     JudgeVerdictRecord,
@@ -40,6 +41,7 @@ class JudgeConfig:
     seed: int = 0
     fence: Fence = "nonce"
     temperature: float = 0.0
+    unparsed: UnparsedRule = "abstain"  # how verdicts treat unparsed votes; votes themselves do not depend on it
 
     @property
     def config_id(self) -> str:
@@ -176,17 +178,20 @@ def load_votes(store: RunStore, judges: Sequence[str], config_id: str) -> list[V
 
 
 def write_verdicts(store: RunStore, trials: Sequence[SleightTrial], jury: Sequence[str], cfg_id: str,
-                   provenance_ids: Sequence[str]) -> list[JudgeVerdictRecord]:
-    """Majority verdict per judgeable trial from stored votes; replaces the table atomically."""
+                   provenance_ids: Sequence[str], unparsed: UnparsedRule = "abstain") -> list[JudgeVerdictRecord]:
+    """The jury's verdict per judgeable trial from stored votes under ``unparsed``; replaces the table atomically."""
+    if store.has_table("judge_verdicts") and "unparsed_rule" not in store.column_types("judge_verdicts"):
+        store.con.execute('DROP TABLE "judge_verdicts"')  # derived rows of an older layout: rebuilt just below
     by_trial: dict[str, list[Vote]] = {}
     for v in load_votes(store, jury, cfg_id):
         by_trial.setdefault(v.trial_key, []).append(v)
     recs = []
     for t in trials:
-        verdict = combine(t.key, by_trial.get(t.key, []), jury)
+        verdict = combine(t.key, by_trial.get(t.key, []), jury, unparsed)
         recs.append(JudgeVerdictRecord(key=t.key, trial_key=t.key, provenance_id=",".join(provenance_ids),
                                        **verdict.labels, ignored=verdict.ignored, n_judges=len(jury),
-                                       jury=list(jury), config_id=cfg_id, tally=verdict.tally))
+                                       jury=list(jury), config_id=cfg_id, tally=verdict.tally,
+                                       unparsed_rule=unparsed))
     replace_rows(store, "judge_verdicts", JudgeVerdictRecord, recs)
     return recs
 
@@ -221,7 +226,7 @@ def run_jury(run_dir: Path, judges: Sequence[str], loader: Loader, cfg: JudgeCon
         write_evidence(store, trials)
         new = judge_all(store, jury, trials, cfg, show_progress=show_progress)
         pids = [getattr(b, "provenance_id", "") for b in jury.values()]
-        write_verdicts(store, trials, list(jury), cfg.config_id, pids)
+        write_verdicts(store, trials, list(jury), cfg.config_id, pids, cfg.unparsed)
         rates = parse_rates(store, list(jury), cfg.config_id)
         from tamperbench.judge.agreement import compute_agreement
 

@@ -63,7 +63,8 @@ def judge_setup(store) -> dict | None:
     cols = _columns(store, JUDGE_TABLE)
     rules = sorted({r for (r,) in store.con.execute(f'SELECT DISTINCT unparsed_rule FROM "{JUDGE_TABLE}"').fetchall()}) \
         if "unparsed_rule" in cols else ["abstain"]
-    configs = [c for (c,) in store.con.execute(f'SELECT DISTINCT config_id FROM "{JUDGE_TABLE}"').fetchall()]
+    configs = [c for (c,) in store.con.execute(f'SELECT DISTINCT config_id FROM "{JUDGE_TABLE}"').fetchall()] \
+        if "config_id" in cols else []
     fences: list[str] = []
     if store.has_table(JUDGE_VOTES_TABLE) and configs:
         marks = ", ".join("?" for _ in configs)
