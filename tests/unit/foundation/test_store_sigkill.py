@@ -1,6 +1,10 @@
 """A writer killed with SIGKILL mid-write leaves a store that opens; rerunning completes exactly once.
 
-Uses a real subprocess writing real batches into a real DuckDB file, killed at several moments.
+Uses a real subprocess writing real batches into a real DuckDB file. The writer's connection is
+wrapped so that, at the chosen batch, it announces "in transaction" after the batch's INSERT ran
+and then blocks before COMMIT: the kill lands inside the transaction by construction, not by a
+sleep. After each kill the store must hold exactly the batches committed before it (whole batches
+only: the batch in flight is rolled back, nothing of it is kept).
 """
 
 from __future__ import annotations
@@ -10,14 +14,14 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 from tamperbench.store import RunStore
 
 N = 3000
+BATCH = 100
 WRITER = textwrap.dedent(
     f"""
-    import sys
+    import sys, time
     from pydantic import BaseModel
     from tamperbench.store import Record, RunStore, trial_key
 
@@ -28,13 +32,26 @@ WRITER = textwrap.dedent(
         i: int
         payload: list[float]
 
+    class HangBeforeCommit:
+        # the real connection; COMMIT of batch `hang_at` first says so, then waits for the kill
+        def __init__(self, con, hang_at):
+            self._con, self.hang_at, self.batch = con, hang_at, -1
+        def execute(self, sql, *args):
+            if sql.strip().upper().startswith("COMMIT") and self.batch == self.hang_at:
+                print("in transaction", self.batch, flush=True)
+                time.sleep(600)
+            return self._con.execute(sql, *args)
+        def __getattr__(self, name):
+            return getattr(self._con, name)
+
     store = RunStore.open(sys.argv[1], Spec())
+    store.con = hook = HangBeforeCommit(store.con, int(sys.argv[2]))
     done = store.keys("trials")
     todo = [i for i in range({N}) if trial_key({{"i": i}}) not in done]
     print("start", len(todo), flush=True)
-    for s in range(0, len(todo), 100):
-        batch = [Trial(key=trial_key({{"i": i}}), i=i, payload=[float(i)] * 300) for i in todo[s:s + 100]]
-        print("writing", s // 100, flush=True)
+    for s in range(0, len(todo), {BATCH}):
+        batch = [Trial(key=trial_key({{"i": i}}), i=i, payload=[float(i)] * 300) for i in todo[s:s + {BATCH}]]
+        hook.batch = s // {BATCH}
         store.write("trials", batch)
     store.close()
     print("done", flush=True)
@@ -43,18 +60,19 @@ WRITER = textwrap.dedent(
 
 
 def run_writer(run_dir, kill_at_batch: int | None):
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(run_dir), str(-1 if kill_at_batch is None else kill_at_batch)],
+                            stdout=subprocess.PIPE, text=True)
     if kill_at_batch is None:
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, out
         return out
     assert proc.stdout.readline().startswith("start")
-    while (line := proc.stdout.readline()) and line.strip() != f"writing {kill_at_batch}":
-        pass
-    assert line, f"the writer ended before batch {kill_at_batch} (exit {proc.wait()})"
-    time.sleep(0.005)  # land inside the batch's transaction
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    line = proc.stdout.readline()
+    try:
+        assert line.strip() == f"in transaction {kill_at_batch}", line
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
     return None
 
 
@@ -62,7 +80,7 @@ def test_sigkill_mid_write_then_resume_has_every_key_once(tmp_path):
     from pydantic import BaseModel
 
     run = tmp_path / "run"
-    counts = []
+    counts = [0]
     for batch in (3, 5, 2):
         run_writer(run, batch)
 
@@ -71,8 +89,11 @@ def test_sigkill_mid_write_then_resume_has_every_key_once(tmp_path):
 
         with RunStore.open(run, Spec()) as store:  # opens after the kill: WAL replayed, no corruption
             counts.append(store.count("trials"))
-    assert counts == sorted(counts)
-    assert counts[-1] < N, "the writer finished before any kill: raise N so the kill lands mid-run"
+            rows = store.con.execute("SELECT i FROM trials ORDER BY i").fetchall()
+        # exactly the `batch` whole batches committed before the kill; none of the one in flight
+        assert counts[-1] == counts[-2] + batch * BATCH, counts
+        assert [i for (i,) in rows] == list(range(counts[-1]))  # whole, contiguous batches, no stray rows
+    assert counts == [0, 300, 800, 1000]
     out = run_writer(run, None)
     assert "done" in out
     with RunStore.open_existing(run, read_only=True) as store:

@@ -1,0 +1,113 @@
+"""The run store's promises that a mutant could quietly break, each pinned on a real DuckDB file.
+
+- a failed transaction leaves the table exactly as it was (rolled back, and the store still usable);
+- ``replace`` deletes only what its ``where`` selects (and everything when ``where`` is empty), and
+  a failed insert after the delete rolls the delete back;
+- ``write`` ignores stored keys and returns the rows it added.
+Expected rows are written out by hand; nothing here needs a browser or the model.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from pydantic import BaseModel
+
+from tamperbench.store import Record, RunStore, trial_key
+from tamperbench.store.run_store import canonical_json, quote_ident
+
+
+class Spec(BaseModel):
+    suite: str = "bite"
+
+
+class Row(Record):
+    kind: str
+    value: int
+
+
+def row(kind: str, value: int, tag: str = "") -> Row:
+    return Row(key=trial_key({"kind": kind, "value": value, "tag": tag}), kind=kind, value=value)
+
+
+def content(store: RunStore, table: str = "t") -> list[tuple[str, int]]:
+    return sorted((r["kind"], r["value"]) for r in store.rows(table))
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = RunStore.open(tmp_path / "run", Spec())
+    yield s
+    s.close()
+
+
+def test_write_returns_rows_added_and_ignores_stored_keys(store):
+    assert store.write("t", [row("a", 1), row("a", 2)]) == 2
+    assert store.write("t", [row("a", 2), row("b", 3)]) == 1  # a/2 is stored: ignored, not duplicated
+    assert store.write("t", []) == 0
+    assert content(store) == [("a", 1), ("a", 2), ("b", 3)]
+    assert store.count("t") == 3 and store.count("nope") == 0
+    assert store.keys("t") == {row("a", 1).key, row("a", 2).key, row("b", 3).key} and store.keys("nope") == set()
+
+
+def test_failed_transaction_is_rolled_back_and_the_store_stays_usable(store):
+    store.write("t", [row("a", 1)])
+    with pytest.raises(RuntimeError, match="boom"):
+        with store.transaction() as con:
+            con.execute('INSERT INTO "t" (key, schema_version, created_at, kind, value) '
+                        "SELECT 'k2', 1, '2026-01-01', 'a', 2")
+            con.execute("DELETE FROM \"t\" WHERE value = 1")
+            assert store.count("t") == 1  # inside: one added, one deleted
+            raise RuntimeError("boom")
+    assert content(store) == [("a", 1)]  # both statements undone
+    # not left inside an open transaction: the next write commits and survives a reopen
+    assert store.write("t", [row("b", 5)]) == 1
+    run = store.run_dir
+    store.close()
+    with RunStore.open_existing(run, read_only=True) as again:
+        assert content(again) == [("a", 1), ("b", 5)]
+
+
+def test_successful_transaction_commits(store):
+    store.write("t", [row("a", 1)])
+    with store.transaction() as con:
+        con.execute('DELETE FROM "t"')
+    assert store.count("t") == 0
+
+
+def test_replace_deletes_only_what_where_selects(store):
+    store.write("t", [row("a", 1), row("a", 2), row("b", 3), row("c", 4)])
+    store.replace("t", Row, [row("a", 10)], where="kind = ?", params=["a"])
+    assert content(store) == [("a", 10), ("b", 3), ("c", 4)]
+    store.replace("t", Row, [], where="kind = ? OR value = ?", params=["c", 3])  # no records: delete only
+    assert content(store) == [("a", 10)]
+    store.write("t", [row("b", 7)])
+    store.replace("t", Row, [row("z", 0)])  # no where: every row goes
+    assert content(store) == [("z", 0)]
+
+
+def test_replace_that_fails_on_insert_rolls_its_delete_back(store):
+    store.write("t", [row("a", 1), row("b", 2)])
+    dup = row("a", 9)
+    with pytest.raises(duckdb.Error):
+        store.replace("t", Row, [dup, dup], where="kind = ?", params=["a"])  # duplicate primary key
+    assert content(store) == [("a", 1), ("b", 2)]
+    assert store.write("t", [row("c", 3)]) == 1
+
+
+def test_replace_creates_the_table(store):
+    store.replace("fresh", Row, [row("a", 1)], where="kind = ?", params=["a"])
+    assert content(store, "fresh") == [("a", 1)] and store.has_table("fresh") and not store.has_table("other")
+
+
+def test_rows_where_and_params(store):
+    store.write("t", [row("a", 1), row("b", 2), row("b", 3)])
+    got = store.rows("t", "WHERE kind = ? ORDER BY value", ["b"])
+    assert [(r["kind"], r["value"]) for r in got] == [("b", 2), ("b", 3)]
+    assert store.rows("missing") == []
+
+
+def test_quote_ident_and_canonical_json_by_hand():
+    assert quote_ident('we"ird') == '"we""ird"' and quote_ident("plain") == '"plain"'
+    assert canonical_json({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'
+    assert trial_key({"b": 1, "a": 2}) == trial_key({"a": 2, "b": 1}) != trial_key({"a": 2, "b": 2})
