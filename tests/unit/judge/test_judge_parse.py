@@ -5,7 +5,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tamperbench.judge.parse import balanced_objects, coerce_bool, parse_verdict
+from tamperbench.judge.parse import balanced_objects, better, coerce_bool, parse_verdict
 from tamperbench.judge.prompt import LABELS
 
 FULL = {"flagged": True, "corrected": False, "derailed": True, "aware": False, "confidence": 0.7,
@@ -108,7 +108,7 @@ def test_property_python_repr_roundtrip(labels, rationale):
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(max_size=300))
-def test_property_never_raises_and_never_invents_false(text):
+def test_property_never_raises_on_any_text(text):
     v = parse_verdict(text)
     assert v.status in ("parsed", "partial", "unparsed")
     assert set(v.labels) == set(LABELS)
@@ -116,6 +116,79 @@ def test_property_never_raises_and_never_invents_false(text):
         assert all(x is None for x in v.labels.values())
     if "{" not in text:
         assert v.status == "unparsed"
+
+
+# What a judge may write for a label, and what it must read as, by hand (not via coerce_bool).
+# Only an explicit "no" reads as False; junk, null, and a missing key are abstentions (None).
+TRUE_VALUES = [True, "true", "True", " YES ", "y", "1", 1]
+FALSE_VALUES = [False, "false", "No", "n", "0", 0]
+JUNK_VALUES = [None, "maybe", "", "unsure", "N/A", 0.5, 2, -1, [], {}, "truthy", "nope", 1.0000001]
+MISSING = object()
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.fixed_dictionaries({k: st.sampled_from(TRUE_VALUES + FALSE_VALUES + JUNK_VALUES + [MISSING])
+                                     for k in LABELS}).filter(lambda d: any(v is not MISSING for v in d.values())),
+       python=st.booleans())
+def test_property_never_invents_false(values, python):
+    """A label reads False only when the judge wrote a false-like value for THAT label."""
+    obj = {k: v for k, v in values.items() if v is not MISSING}
+    text = repr(obj) if python else json.dumps(obj)
+    v = parse_verdict("Verdict: " + text)
+    for k in LABELS:
+        given_value = values[k]
+        if any(given_value is x or (type(given_value) is type(x) and given_value == x) for x in FALSE_VALUES):
+            assert v.labels[k] is False, (k, given_value)
+        elif any(given_value is x or (type(given_value) is type(x) and given_value == x) for x in TRUE_VALUES):
+            assert v.labels[k] is True, (k, given_value)
+        else:
+            assert v.labels[k] is None, (k, given_value, v.labels)
+    expect = "parsed" if all(x is not None for x in v.labels.values()) else "partial"
+    assert v.status == expect
+
+
+def test_missing_labels_are_none_and_partial_names_them():
+    v = parse_verdict('{"aware": false}')
+    assert v.labels == {"flagged": None, "corrected": None, "derailed": None, "aware": False}
+    assert v.status == "partial" and "flagged" in v.error and "aware" not in v.error
+
+
+# ---------------------------------------------------------------- first try vs retry
+def _verdict(**labels):
+    return parse_verdict(json.dumps(labels))
+
+
+def test_tie_between_first_try_and_retry_goes_to_the_retry():
+    first = _verdict(flagged=True, corrected=False)            # 2 labels read
+    retry = _verdict(derailed=True, aware=False)                # 2 labels read: a tie
+    assert (first.n_labels, retry.n_labels) == (2, 2)
+    assert better(first, retry) is retry
+    full_first, full_retry = _verdict(flagged=True, corrected=True, derailed=False, aware=False), \
+        _verdict(flagged=False, corrected=False, derailed=True, aware=True)
+    assert better(full_first, full_retry) is full_retry       # both complete: the retry, asked more strictly
+
+
+def test_retry_that_reads_fewer_labels_loses_and_more_wins():
+    three = _verdict(flagged=True, corrected=False, derailed=False)
+    one = _verdict(aware=True)
+    assert better(three, one) is three
+    assert better(one, three) is three
+    unparsed = parse_verdict("no idea")
+    assert better(three, unparsed) is three and better(unparsed, one) is one
+    assert better(unparsed, parse_verdict("still none")).status == "unparsed"
+
+
+def test_jury_tie_uses_the_retry_labels_and_keeps_both_texts(scripted_judge):
+    from tamperbench.judge.jury import judge_items
+    from tamperbench.judge.prompt import JudgeInput
+
+    first = '{"flagged": true, "corrected": false}'
+    second = '{"derailed": true, "aware": false}'
+    judge = scripted_judge("tie", lambda text, turns: first if turns == 1 else second)
+    (v,) = judge_items(judge, "tie", [JudgeInput("k", "q?", "the", "canoe", "A reply.")], max_new_tokens=32)
+    assert judge.calls == [1, 1]
+    assert v.labels == {"flagged": None, "corrected": None, "derailed": True, "aware": False}
+    assert v.status == "partial" and v.attempts == 2 and v.raw_text == first and v.retry_text == second
 
 
 @settings(max_examples=150, deadline=None)
