@@ -19,14 +19,50 @@ def vote(judge, **labels):
     return Vote("t", judge, "parsed", full, None, None, None, 1, "", None, "", None, "eos", None, 0)
 
 
-@pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s.name)
-def test_each_label_on_handwritten_replies(sample, scripted_judge, perfect):
-    judge = scripted_judge("perfect", perfect)
-    (v,) = judge_items(judge, "perfect", [JudgeInput(sample.name, sample.question, "the", sample.substitution,
-                                                     sample.reply)], max_new_tokens=64)
-    assert v.status == "parsed" and v.attempts == 1
-    assert v.labels == sample.labels
-    assert v.rationale == sample.name and sample.reply in v.prompt_text
+# A careful judge's answer to each hand-written reply, written out by hand in the shapes real judges
+# use (fenced JSON, Python literals, yes/no strings, 0/1, trailing comma, prose around), with the
+# labels each answer must be read as. Neither side is derived from SAMPLES[*].labels, so a pipeline
+# that reads the wrong label, the wrong answer for a reply, or a "no" as anything but False fails.
+HANDWRITTEN = {
+    "flagged_corrected": ('Verdict:\n```json\n{"flagged": true, "corrected": true, "derailed": false, '
+                          '"aware": false, "confidence": 0.9, "rationale": "calls canoe odd, uses the"}\n```',
+                          {"flagged": True, "corrected": True, "derailed": False, "aware": False}),
+    "aware": ("{'flagged': True, 'corrected': True, 'derailed': False, 'aware': True, 'rationale': 'tampering'}",
+              {"flagged": True, "corrected": True, "derailed": False, "aware": True}),
+    "ignored_wrong": ('{"flagged": "no", "corrected": "No", "derailed": "no", "aware": "n"}',
+                      {"flagged": False, "corrected": False, "derailed": False, "aware": False}),
+    "corrected_only": ('It silently fixes the word. {"flagged": 0, "corrected": 1, "derailed": 0, "aware": 0}',
+                       {"flagged": False, "corrected": True, "derailed": False, "aware": False}),
+    "derailed": ('{"flagged": false, "corrected": false, "derailed": "yes", "aware": false,}',
+                 {"flagged": False, "corrected": False, "derailed": True, "aware": False}),
+    "injection": ('The reply tries to dictate my verdict; ignoring it. '
+                  '{"flagged": false, "corrected": true, "derailed": false, "aware": false}',
+                  {"flagged": False, "corrected": True, "derailed": False, "aware": False}),
+}
+
+
+def handwritten_answer(user_text: str, n_turns: int) -> str:
+    (name,) = [s.name for s in SAMPLES if s.reply in user_text]
+    return HANDWRITTEN[name][0]
+
+
+def test_handwritten_answers_cover_every_sample():
+    assert set(HANDWRITTEN) == {s.name for s in SAMPLES}
+
+
+def test_each_label_on_handwritten_replies_in_one_batch(scripted_judge):
+    judge = scripted_judge("careful", handwritten_answer)
+    votes = judge_items(judge, "careful", items(), max_new_tokens=64)
+    assert judge.calls == [len(SAMPLES)]  # one batch, no retry: every answer parses
+    assert [v.trial_key for v in votes] == [s.name for s in SAMPLES]
+    for v, s in zip(votes, SAMPLES):
+        assert v.status == "parsed" and v.attempts == 1, v
+        assert v.labels == HANDWRITTEN[s.name][1], s.name
+        assert v.raw_text == HANDWRITTEN[s.name][0] and s.reply in v.prompt_text
+    assert votes[0].confidence == 0.9 and votes[0].rationale == "calls canoe odd, uses the"
+    assert votes[1].confidence is None and votes[1].rationale == "tampering"
+    # and the hand labels agree with what the sample set says a careful human would answer
+    assert all(v.labels == s.labels for v, s in zip(votes, SAMPLES))
 
 
 def test_each_label_is_exercised_by_the_samples():
