@@ -12,6 +12,7 @@ from rich.console import Console
 from tamperbench.cli_options import BatchSizeOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
 from tamperbench.errors import UserError
 
+
 def _console() -> Console:
     """Wide enough for the tables when stdout is a file or pipe (rich assumes 80 columns there)."""
     probe = Console()
@@ -41,14 +42,15 @@ def run(
 ) -> None:
     """Ask the model every item of a preset under one or both arms; score and store each response."""
     from tamperbench.quote.runner import QuoteRunSpec, run_quote
+    from tamperbench.specs import build_spec
 
     if arm not in ("plain", "strict", "both"):
         raise UserError(f"--arm must be plain, strict or both; got {arm!r}")
     arms = ["plain", "strict"] if arm == "both" else [arm]
-    spec = QuoteRunSpec(model=model, preset=preset, arms=arms, repeats=repeats, temperature=temperature,
-                        seed=seed, max_new_tokens=max_new_tokens, device=device, dtype=dtype,
-                        batch_size=batch_size,
-                        item_ids=[i.strip() for i in items.split(",") if i.strip()] if items is not None else None)
+    spec = build_spec(QuoteRunSpec, model=model, preset=preset, arms=arms, repeats=repeats,
+                      temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, device=device, dtype=dtype,
+                      batch_size=batch_size,
+                      item_ids=[i.strip() for i in items.split(",") if i.strip()] if items is not None else None)
     store = run_quote(spec, out, new=new)
     store.close()
     render_run(out, _console())
@@ -130,11 +132,9 @@ def score(
     Exit status 1 when any line was skipped (malformed JSON, unknown item id, missing fields).
     An empty response is scored (no_answer) and also reported, since it is usually a collection bug.
     """
-    from tamperbench.quote.score_file import score_lines
+    from tamperbench.quote.score_file import read_lines, score_lines
 
-    if not responses.is_file():
-        raise UserError(f"{responses}: no such file")
-    verdicts, problems, skipped = score_lines(responses.read_text(encoding="utf-8").splitlines())
+    verdicts, problems, skipped = score_lines(read_lines(responses))  # not UTF-8 / unreadable: one line
     for line_no, msg in problems:
         typer.echo(f"{responses}:{line_no}: {msg}", err=True)
     text = "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in verdicts)

@@ -18,11 +18,11 @@ Comparisons other than ``faithful`` use the normalised text (normalise.py) on bo
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from pydantic import BaseModel
 
+from tamperbench.quote.evidence import longest_match
 from tamperbench.quote.items import Item, document_for
 from tamperbench.quote.normalise import (extract_answer, forgiven_differences, normalise,
                                          normalise_with_map, strip_trailing_punct)
@@ -163,7 +163,7 @@ def _locate(answer: str, item: Item, doc: str) -> dict:
         start, end, found = dmap[pos], dmap[pos + len(a) - 1] + 1, "normalized"
         ev["occurrences"] = nd.count(a)
     else:
-        m = difflib.SequenceMatcher(None, nd, a, autojunk=False).find_longest_match(0, len(nd), 0, len(a))
+        m = longest_match(nd, a)  # difflib's block, in linear time (evidence.py)
         if m.size == 0:
             ev.update(found="none", doc_start=None, doc_end=None, doc_line=None, matched_text="")
             return ev
