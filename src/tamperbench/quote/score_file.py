@@ -42,11 +42,11 @@ def read_lines(path: Path) -> list[str]:
         raise UserError(f"{path}: cannot read ({err.strerror or err})") from None
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]  # a UTF-8 byte-order mark (some editors add one)
-    lines = data.split(b"\n")
+    if b"\0" in data:
+        n = data.count(b"\n", 0, data.index(b"\0")) + 1
+        raise UserError(f"{path}: line {n} holds NUL bytes: binary data, not a UTF-8 JSONL file")
     out = []
-    for n, raw in enumerate(lines, 1):
-        if b"\0" in raw:
-            raise UserError(f"{path}: line {n} holds NUL bytes: binary data, not a UTF-8 JSONL file")
+    for n, raw in enumerate(data.split(b"\n"), 1):
         try:
             out.append(raw.decode("utf-8").removesuffix("\r"))
         except UnicodeDecodeError as err:
