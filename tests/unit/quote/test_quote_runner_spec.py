@@ -5,6 +5,7 @@ import pytest
 from tamperbench.errors import UserError
 from tamperbench.quote.runner import QuoteRunSpec, build_trials, data_sha256
 from tamperbench.quote.tables import summarise, wilson
+from tamperbench.specs import build_spec
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -14,27 +15,56 @@ from tamperbench.quote.tables import summarise, wilson
 ])
 def test_bad_specs_are_user_errors(kwargs, match):
     with pytest.raises(UserError, match=match):
-        QuoteRunSpec(**kwargs).check()
+        build_spec(QuoteRunSpec, **kwargs)  # the flags' spec builder names the option
+    with pytest.raises(UserError, match="spec.json: field '"):
+        build_spec(QuoteRunSpec, "spec.json", **kwargs)  # a spec file's names the field
 
 
 def test_trials_cover_items_arms_repeats_with_stable_unique_keys():
-    spec = QuoteRunSpec(repeats=2, temperature=0.7, data_sha256=data_sha256()).check()
+    spec = QuoteRunSpec(repeats=2, temperature=0.7, data_sha256=data_sha256())
     trials = build_trials(spec)
     assert len(trials) == 37 * 2 * 2
     assert len({t.key for t in trials}) == len(trials)
     assert [t.key for t in trials] == [t.key for t in build_trials(spec)]
     other_seed = build_trials(spec.model_copy(update={"seed": 1}))
     assert not {t.key for t in trials} & {t.key for t in other_seed}
-    sub = build_trials(QuoteRunSpec(item_ids=["S01", "S17"], arms=["strict"]).check())
+    sub = build_trials(QuoteRunSpec(item_ids=["S01", "S17"], arms=["strict"]))
     assert [(t.item.id, t.arm) for t in sub] == [("S01", "strict"), ("S17", "strict")]
     assert "preserving any typos" in sub[0].prompt
 
 
 def test_wilson_interval_is_sane_at_the_edges():
     lo, hi = wilson(0, 10)
-    assert lo == 0.0 and 0.25 < hi < 0.35
+    assert lo == 0.0 and hi == pytest.approx(0.277540, abs=1e-6)  # z^2/(n+z^2) = 3.8416/13.8416
     lo, hi = wilson(10, 10)
-    assert hi == 1.0 and 0.65 < lo < 0.75
+    assert hi == 1.0 and lo == pytest.approx(0.722460, abs=1e-6)
+
+
+# Away from 0/n and n/n, where the p(1-p)/n term is not zero. Expected values worked by hand from
+# (p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n) with z = 1.96, e.g. 3/10:
+# centre 0.49208/1.38416 = 0.355508, half-width 1.96 * sqrt(0.030604) / 1.38416 = 0.247719.
+WILSON_BY_HAND = [(3, 10, 0.107789, 0.603227), (5, 10, 0.236590, 0.763410), (1, 4, 0.045586, 0.699364),
+                  (57, 211, 0.214734, 0.333771)]
+
+
+@pytest.mark.parametrize("k, n, lo, hi", WILSON_BY_HAND)
+def test_wilson_interval_away_from_the_edges_by_hand(k, n, lo, hi):
+    got = wilson(k, n)
+    assert got == (pytest.approx(lo, abs=1e-6), pytest.approx(hi, abs=1e-6))
+
+
+def test_wilson_matches_statsmodels_and_is_what_summarise_reports():
+    from statsmodels.stats.proportion import proportion_confint
+
+    for k, n in [(1, 3), (7, 9), (40, 100), (123, 500)]:
+        ref = proportion_confint(k, n, alpha=0.05, method="wilson")
+        assert wilson(k, n) == (pytest.approx(ref[0], abs=2e-4), pytest.approx(ref[1], abs=2e-4))
+    row = {"model_label": "m", "preset": "standard", "arm": "plain", "sub_label": None, "dirty": False,
+           "repeat": 0, "gold": "g", "evidence": {}}
+    rows = [{**row, "item_id": f"S{i:02d}", "category": "faithful" if i < 3 else "truncated"} for i in range(10)]
+    (rate,) = summarise(rows)["rates"]
+    assert (rate["n"], rate["faithful"], rate["faithful_rate"]) == (10, 3, 0.3)
+    assert rate["ci95"] == [pytest.approx(0.107789, abs=1e-6), pytest.approx(0.603227, abs=1e-6)]
 
 
 def test_summary_counts_rates_taxonomy_and_hardest_items():
