@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import secrets
 import threading
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from tamperbench.judge.runner import open_run, split_trials
 from tamperbench.store import RunStore, trial_key
 
 MAX_BODY = 64 * 1024
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def sample_trials(trials: Sequence[SleightTrial], n: int, seed: int) -> list[SleightTrial]:
@@ -107,6 +109,7 @@ class AnnotationApp:
 def _handler(app: AnnotationApp, host_ok: set[str]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "tamperbench-annotate"
+        timeout = 30  # a client that declares a body and never sends it cannot hold a thread forever
 
         def log_message(self, fmt: str, *args: object) -> None:  # keep the terminal quiet
             return
@@ -137,6 +140,27 @@ def _handler(app: AnnotationApp, host_ok: set[str]) -> type[BaseHTTPRequestHandl
                 return False
             return True
 
+        def _body_length(self) -> int | None:
+            """The declared body size, or None after answering 400/411/413.
+
+            Only ASCII digits are a length (``int()`` would take "-1", " 12", "1_0" or an Arabic-Indic digit):
+            a negative length once made ``rfile.read(-1)`` read an unbounded body past the cap.
+            """
+            values = self.headers.get_all("Content-Length") or []
+            if not values:
+                self.close_connection = True
+                self._json(HTTPStatus.LENGTH_REQUIRED, {"error": "Content-Length is required"})
+                return None
+            if len(values) > 1 or not _DIGITS.fullmatch(values[0]):
+                self.close_connection = True
+                self._json(HTTPStatus.BAD_REQUEST, {"error": "Content-Length must be one non-negative integer"})
+                return None
+            if len(values[0]) > 12 or int(values[0]) > MAX_BODY:
+                self.close_connection = True
+                self._json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": f"body larger than {MAX_BODY} bytes"})
+                return None
+            return int(values[0])
+
         def do_GET(self) -> None:  # noqa: N802 (http.server naming)
             path = urlsplit(self.path).path
             if path == "/":
@@ -157,9 +181,8 @@ def _handler(app: AnnotationApp, host_ok: set[str]) -> type[BaseHTTPRequestHandl
             if not self.headers.get("Content-Type", "").startswith("application/json"):
                 self._json(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, {"error": "send application/json"})
                 return
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY:
-                self._json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": "body too large"})
+            length = self._body_length()
+            if length is None:
                 return
             try:
                 body = json.loads(self.rfile.read(length) or b"null")
