@@ -103,7 +103,11 @@ def report(modules: list[str], show: bool) -> int:
             why = equivalent_reason(name, path, d)
             (equivalent if why else real).append((name, d, why))
         total = len(codes) - unchecked - len(equivalent)
-        score = 100.0 * (killed + timeouts) / total if total else 100.0
+        if total == 0:
+            rows.append((path, None))
+            worst = 0.0
+            continue
+        score = 100.0 * (killed + timeouts) / total
         worst = min(worst, score)
         rows.append((path, (score, killed, timeouts, len(real), len(equivalent), unchecked, total)))
         if show:
@@ -114,12 +118,12 @@ def report(modules: list[str], show: bool) -> int:
     print(f"\n{'module':<44} {'score':>7} {'killed':>7} {'timeout':>8} {'survived':>9} {'equiv':>6} {'unrun':>6}")
     for path, r in rows:
         if r is None:
-            print(f"{path:<44} {'-':>7}  (no mutants run)")
+            print(f"{path:<44} {'-':>7}  (no mutants run: see mutmut's output above)")
             continue
         score, killed, timeouts, surv, eq, unchecked, _ = r
         print(f"{path:<44} {score:6.1f}% {killed:7d} {timeouts:8d} {surv:9d} {eq:6d} {unchecked:6d}")
     print("score = (killed + timeout) / (mutants run - known equivalents); `--show` prints survivors' diffs")
-    return 0 if worst >= 90.0 else 1
+    return 0 if rows and worst >= 90.0 else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="reuse ./mutants instead of starting clean")
     ap.add_argument("--report-only", action="store_true", help="print the score of the last run, run nothing")
     ap.add_argument("--show", action="store_true", help="print the diff of each surviving mutant")
+    ap.add_argument("--pytest-args", default="",
+                    help="extra pytest options for every run (PYTEST_ADDOPTS), e.g. '--ignore=tests/e2e' for a quick "
+                         "look, or '--deselect NODEID' for a test another change broke; the figure to publish "
+                         "is the one without")
     args = ap.parse_args(argv)
 
     known = configured_modules()
@@ -144,7 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         names = [dotted(m) + ".*" for m in modules]
         mutmut = [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs), *names]
         print("$", " ".join(mutmut), flush=True)
-        proc = subprocess.run(mutmut, cwd=REPO)
+        env = dict(os.environ)
+        if args.pytest_args:
+            env["PYTEST_ADDOPTS"] = (env.get("PYTEST_ADDOPTS", "") + " " + args.pytest_args).strip()
+            print(f"PYTEST_ADDOPTS={env['PYTEST_ADDOPTS']!r}")
+        proc = subprocess.run(mutmut, cwd=REPO, env=env)
         if proc.returncode not in (0, 1):
             print(f"error: mutmut exited with {proc.returncode}", file=sys.stderr)
             return proc.returncode
