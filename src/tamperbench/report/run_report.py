@@ -14,7 +14,9 @@ from pathlib import Path
 
 from tamperbench.report.plots import (plot_label_rates, plot_quote_categories, plot_swap_profiles,
                                       swap_aligned_profiles)
+from tamperbench.markdown import escape_markdown, inline_to_html, split_row
 from tamperbench.store import RunStore
+from tamperbench.store.run_store import read_spec
 from tamperbench.suites import get_suite
 
 LABELS = ("flagged", "corrected", "derailed", "aware")
@@ -55,8 +57,9 @@ def sleight_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
     if examples:
         md += ["### Example tampered replies", ""]
         for t in examples:
-            md += [f"- **{t['question']}** (\"{t['trigger']}\" -> \"{t['substitution']}\", {t['swap_count']} swaps): "
-                   f"{t['reaction_text'].strip()[:400]!r}"]
+            md += [f"- **{escape_markdown(t['question'])}** (\"{escape_markdown(t['trigger'])}\" -> "
+                   f"\"{escape_markdown(t['substitution'])}\", {t['swap_count']} swaps): "
+                   f"\"{escape_markdown(t['reaction_text'].strip()[:400])}\""]  # model text: inert Markdown
         md.append("")
     return md, imgs
 
@@ -82,7 +85,7 @@ def build_report(runs: list[Path], out: Path, title: str = "tamperbench report")
     out.mkdir(parents=True, exist_ok=True)
     md = [f"# {title}", ""]
     for run in runs:
-        spec = json.loads((run / "spec.json").read_text())
+        spec = read_spec(run / "spec.json")  # garbage: one line naming the file
         suite = get_suite(spec.get("suite"), f"{run / 'spec.json'}: field 'suite'")
         if suite.report is None:
             md += [f"## {suite.name}: `{run}`", "", f"(suite {suite.name!r} has no report section)", ""]
@@ -95,10 +98,12 @@ def build_report(runs: list[Path], out: Path, title: str = "tamperbench report")
     return out / "index.html"
 
 
+_IMAGE = re.compile(r"!\[[^\]]*\]\(([\w.-]+\.png)\)")
+
+
 def _inline(text: str) -> str:
     """Escape first, then turn **bold** and `code` into tags (the escaped text holds no tags)."""
-    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(text))
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return inline_to_html(text)  # honours the backslash escapes escape_markdown puts on model text
 
 
 def _markdown_to_html(text: str, title: str) -> str:
@@ -107,19 +112,19 @@ def _markdown_to_html(text: str, title: str) -> str:
     for line in text.splitlines():
         s = line.strip()
         if s.startswith("|"):
-            cells = [c.strip() for c in s.strip("|").split("|")]
+            cells = split_row(s)  # an escaped \| stays inside its cell
             if all(set(c) <= set("-: ") for c in cells):
                 continue
             if not in_table:
                 body.append("<table>")
                 in_table = True
-            body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+            body.append("<tr>" + "".join(f"<td>{inline_to_html(c)}</td>" for c in cells) + "</tr>")
             continue
         if in_table:
             body.append("</table>")
             in_table = False
-        if s.startswith("!["):
-            src = s[s.index("(") + 1 : s.rindex(")")]
+        if image := _IMAGE.fullmatch(s):  # only our own plot files; any other "![" line is text
+            src = image.group(1)
             body.append(f'<p><img src="{html.escape(src)}" alt="{html.escape(src)}"></p>')
         elif s.startswith("#"):
             level = len(s) - len(s.lstrip("#"))

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tamperbench.errors import UserError
+from tamperbench.markdown import escape_markdown, escape_markdown_cell
 from tamperbench.sleight import paper_layout
 from tamperbench.sleight.metrics import RULE_TEXT
 from tamperbench.sleight.summary import fmt_estimate, judge_setup, summarize
@@ -100,7 +101,7 @@ TITLES = {
 
 def _markdown(title: str, head: list[str], rows: list[list[str]]) -> str:
     lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    lines += ["| " + " | ".join(escape_markdown_cell(c) for c in r) + " |" for r in rows]  # model names: inert
     return "\n".join(lines) + "\n"
 
 
@@ -132,8 +133,8 @@ def render(store, console: Console | None = None, layout: str = "default") -> di
     built = {"table1": table1(summ), "table1b": table1b(summ), "table2": table2(summ), "table3": table3(summ)}
     paper = paper_layout.build(summ)
     shown, titles = (paper, paper_layout.TITLES) if layout == "paper" else (built, TITLES)
-    md = [f"# Sleight of Word: {Path(store.run_dir).name}", "",
-          f"Triggers: {', '.join(spec.get('triggers', []))}; budget {spec.get('max_new_tokens')} tokens; "
+    md = [f"# Sleight of Word: {escape_markdown(Path(store.run_dir).name)}", "",
+          f"Triggers: {', '.join(escape_markdown(t) for t in spec.get('triggers', []))}; budget {spec.get('max_new_tokens')} tokens; "
           f"{len(spec.get('questions', []))} questions x {len(spec.get('substitutions', []))} substitutions.", ""]
     for name, (head, rows) in shown.items():
         t = Table(title=titles[name], title_justify="left")
