@@ -6,7 +6,6 @@ exit status 2, so bad input never shows a traceback.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -162,14 +161,11 @@ app.add_typer(_bench_app, name="bench", help="Benchmark adapters: list, check an
 
 
 def main() -> None:
-    try:
-        app()
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(err.exit_code)
-    except KeyboardInterrupt:
-        print("interrupted: finished batches are stored; rerun the same command to resume", file=sys.stderr)
-        sys.exit(130)
+    """Console entry point: expected failures (UserError, OS and decoding errors) are one ``error:``
+    line and exit 2; a bug is one line and exit 1, its traceback shown with ``--debug`` (errors.run_cli)."""
+    from tamperbench.errors import run_cli
+
+    run_cli(app)
 
 
 if __name__ == "__main__":

@@ -118,10 +118,12 @@ def render(summary: dict, console: Console) -> None:
 
 
 def to_markdown(summary: dict) -> str:
+    from tamperbench.markdown import escape_markdown_cell as _cell  # model names and text: inert Markdown
+
     lines = ["# Exact Words summary", "", "| model | preset | arm | n | faithful | rate | 95% CI | +normalized | corrected/dirty |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in summary["rates"]:
-        lines.append(f"| {r['model']} | {r['preset']} | {r['arm']} | {r['n']} | {r['faithful']} | {r['faithful_rate']:.1%} "
+        lines.append(f"| {_cell(r['model'])} | {_cell(r['preset'])} | {_cell(r['arm'])} | {r['n']} | {r['faithful']} | {r['faithful_rate']:.1%} "
                      f"| {r['ci95'][0]:.1%}-{r['ci95'][1]:.1%} | {r['faithful_incl_normalized']} | {r['corrected']}/{r['dirty_n']} |")
     lines += ["", "## Failure taxonomy", "", "| arm | " + " | ".join(CATEGORIES) + " |",
               "|---" * (len(CATEGORIES) + 1) + "|"]
@@ -130,7 +132,7 @@ def to_markdown(summary: dict) -> str:
     lines += ["", "## Sub-labels", "", "| class | sub-label | count |", "|---|---|---|"]
     lines += [f"| {s['category']} | {s['sub_label'] or '-'} | {s['count']} |" for s in summary["sub_labels"]]
     lines += ["", "## Hardest items", "", "| item | failed | most common failure | gold |", "|---|---|---|---|"]
-    lines += [f"| {h['item_id']} | {h['failures']}/{h['attempts']} | {h['most_common'] or '-'} | {h['gold']} |"
+    lines += [f"| {_cell(h['item_id'])} | {h['failures']}/{h['attempts']} | {h['most_common'] or '-'} | {_cell(h['gold'])} |"
               for h in summary["hardest_items"]]
     return "\n".join(lines) + "\n"
 

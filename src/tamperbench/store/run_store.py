@@ -81,7 +81,7 @@ def _columns(model: type[BaseModel]) -> dict[str, str]:
     return {name: _duck_type(f.annotation) for name, f in model.model_fields.items()}
 
 
-def _read_spec(spec_path: Path, hint: str = "") -> dict:
+def read_spec(spec_path: Path, hint: str = "") -> dict:
     """The stored spec.json as a dict; a garbage file is one line naming it, never a traceback."""
     try:
         stored = json.loads(spec_path.read_text(encoding="utf-8"))
@@ -146,7 +146,7 @@ class RunStore:
         key = run_lock.acquire(run_dir)
         try:
             if spec_path.exists() and not new:
-                stored = _read_spec(spec_path, hint="; pass --new to start this run afresh")
+                stored = read_spec(spec_path, hint="; pass --new to start this run afresh")
                 if stored != spec_dict:
                     diff = sorted(k for k in set(stored) | set(spec_dict) if stored.get(k) != spec_dict.get(k))
                     raise UserError(
@@ -178,7 +178,7 @@ class RunStore:
         spec_path = run_dir / SPEC_FILE
         if not spec_path.is_file() or not (run_dir / DB_FILE).is_file():
             raise UserError(f"{run_dir}: not a tamperbench run directory (no {SPEC_FILE} / {DB_FILE})")
-        spec_dict = _read_spec(spec_path)
+        spec_dict = read_spec(spec_path)
         key = None if read_only else run_lock.acquire(run_dir)
         try:
             return cls(run_dir, cls._connect(run_dir / DB_FILE, read_only=read_only), spec_dict, key)
