@@ -72,14 +72,19 @@ def table(
     out: Optional[Path] = typer.Option(None, "--out", help="Where to save quote_table.json/.md "
                                        "(default: the run directory when exactly one is given)."),
     top: int = typer.Option(10, "--top", help="How many hardest items to list."),
+    taxonomy: str = typer.Option("ours", "--taxonomy", help="ours (fine classes) or paper (the paper's five "
+                                 "classes; mapping in quote/data/README.md)."),
 ) -> None:
     """Faithful rate per model and arm, failure taxonomy and hardest items of stored runs."""
     from tamperbench.quote.tables import load_rows, render, summarise, write_tables
+    from tamperbench.quote.taxonomy import check_taxonomy
+
+    check_taxonomy(taxonomy)
 
     rows = load_rows(runs)
     if not rows:
         raise UserError(f"{', '.join(map(str, runs))}: no quote trials stored")
-    summary = summarise(rows, top=top)
+    summary = summarise(rows, top=top, taxonomy=taxonomy)
     console = _console()
     render(summary, console)
     target = out if out is not None else (runs[0] if len(runs) == 1 else None)
@@ -126,6 +131,8 @@ def items(
 def score(
     responses: Path = typer.Argument(..., help="JSONL with item_id and response on each line."),
     out: Optional[Path] = typer.Option(None, "--out", help="Verdicts JSONL (default: stdout)."),
+    taxonomy: str = typer.Option("ours", "--taxonomy", help="ours, or paper: add each line's paper class "
+                                 "(paper_class) beside our class and sub-label."),
 ) -> None:
     """Score responses collected elsewhere; report each bad line on stderr and score the rest.
 
@@ -133,8 +140,12 @@ def score(
     An empty response is scored (no_answer) and also reported, since it is usually a collection bug.
     """
     from tamperbench.quote.score_file import read_lines, score_lines
+    from tamperbench.quote.taxonomy import check_taxonomy, paper_class
 
+    check_taxonomy(taxonomy)
     verdicts, problems, skipped = score_lines(read_lines(responses))  # not UTF-8 / unreadable: one line
+    if taxonomy == "paper":
+        verdicts = [{"paper_class": paper_class(v["category"], v["sub_label"]), **v} for v in verdicts]
     for line_no, msg in problems:
         typer.echo(f"{responses}:{line_no}: {msg}", err=True)
     text = "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in verdicts)

@@ -1,5 +1,11 @@
 """Summaries of quote runs: faithful rate per model and arm, failure taxonomy, hardest items.
 
+Also the paper's pooled views: the faithful rate per arm pooled over models ("Plain arm: 95.0%")
+and per model over both arms ("GPT-OSS-20B: 89.2%"), each with a Wilson interval. With
+``taxonomy="paper"`` the class counts use the paper's five classes (``quote/taxonomy.py``) and
+"faithful" in the pooled views is the paper's (byte-identical or normalised match); with ``ours``
+it is byte-identical only, as in the per-model-and-arm table.
+
 Computed from the stored, scored records only (never re-generated), so ``quote table`` on a
 copied run directory reproduces the numbers exactly. Saved as JSON (for scripts) and markdown
 (for reading) next to the records.
@@ -17,6 +23,7 @@ from rich.table import Table
 
 from tamperbench.quote.runner import TABLE
 from tamperbench.quote.scorer import CATEGORIES
+from tamperbench.quote.taxonomy import PAPER_CLASSES, paper_class
 from tamperbench.stats.intervals import wilson  # noqa: F401  (re-exported: the one Wilson interval lives in stats)
 from tamperbench.store import RunStore
 
@@ -38,7 +45,26 @@ def load_rows(run_dirs: list[Path]) -> list[dict]:
     return rows
 
 
-def summarise(rows: list[dict], top: int = 10) -> dict:
+def _is_faithful(r: dict, taxonomy: str) -> bool:
+    if taxonomy == "paper":
+        return paper_class(r["category"], r["sub_label"]) == "faithful"
+    return r["category"] == "faithful"
+
+
+def pooled_rates(rows: list[dict], key: str, taxonomy: str = "ours") -> list[dict]:
+    """Faithful rate grouped by ``key`` ("arm": pooled over models; "model_label": over both arms)."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[r[key]].append(r)
+    out = []
+    for name, rs in sorted(groups.items()):
+        k = sum(_is_faithful(r, taxonomy) for r in rs)
+        lo, hi = wilson(k, len(rs))
+        out.append({key: name, "n": len(rs), "faithful": k, "faithful_rate": k / len(rs), "ci95": [lo, hi]})
+    return out
+
+
+def summarise(rows: list[dict], top: int = 10, taxonomy: str = "ours") -> dict:
     by_model_arm: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         by_model_arm[(r["model_label"], r["preset"], r["arm"])].append(r)
@@ -60,7 +86,9 @@ def summarise(rows: list[dict], top: int = 10) -> dict:
             "repeats": len(reps), "repeat_rates": reps,
             "repeat_spread": (max(reps) - min(reps)) if len(reps) > 1 else None,
         })
-    taxonomy = Counter((r["arm"], r["category"]) for r in rows)
+    classes = PAPER_CLASSES if taxonomy == "paper" else CATEGORIES
+    counts = Counter((r["arm"], paper_class(r["category"], r["sub_label"]) if taxonomy == "paper" else r["category"])
+                     for r in rows)
     sub = Counter((r["category"], r["sub_label"]) for r in rows if r["category"] not in ("faithful",))
     preserved = [r for r in rows if r["dirty"] and r["category"] not in ("faithful", "faithful_normalized")
                  and (r.get("evidence") or {}).get("planted_span_present")]
@@ -76,8 +104,11 @@ def summarise(rows: list[dict], top: int = 10) -> dict:
     hardest.sort(key=lambda h: (-h["failures"] / h["attempts"], h["item_id"]))
     return {
         "rates": rates,
-        "taxonomy": {arm: {c: taxonomy.get((arm, c), 0) for c in CATEGORIES}
-                     for arm in sorted({a for a, _ in taxonomy})},
+        "taxonomy_name": taxonomy,
+        "classes": list(classes),
+        "taxonomy": {arm: {c: counts.get((arm, c), 0) for c in classes} for arm in sorted({a for a, _ in counts})},
+        "pooled_by_arm": pooled_rates(rows, "arm", taxonomy),
+        "per_model": pooled_rates(rows, "model_label", taxonomy),
         "sub_labels": [{"category": c, "sub_label": s, "count": n} for (c, s), n in sub.most_common()],
         "failed_dirty_with_planted_error_intact": len(preserved),
         "hardest_items": [h for h in hardest if h["failures"]][:top],
@@ -94,12 +125,24 @@ def render(summary: dict, console: Console) -> None:
                   f"{r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}", str(r["faithful_incl_normalized"]),
                   f"{r['corrected']}/{r['dirty_n']}", spread)
     console.print(t)
-    tax = Table(title="Failure taxonomy (responses per class)")
+    what = "paper's faithful (exact or normalised)" if summary.get("taxonomy_name") == "paper" else "byte-identical"
+    for key, title in (("pooled_by_arm", f"Faithful ({what}) rate per arm, pooled over models"),
+                       ("per_model", f"Faithful ({what}) rate per model, over both arms")):
+        p = Table(title=title)
+        for col in ("arm" if key == "pooled_by_arm" else "model", "n", "faithful", "rate", "95% CI"):
+            p.add_column(col, overflow="fold")
+        for r in summary.get(key, []):
+            name = r["arm"] if key == "pooled_by_arm" else r["model_label"]
+            p.add_row(escape(name), str(r["n"]), str(r["faithful"]), f"{r['faithful_rate']:.1%}",
+                      f"{r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}")
+        console.print(p)
+    classes = summary.get("classes", list(CATEGORIES))
+    tax = Table(title=f"Failure taxonomy (responses per class; {summary.get('taxonomy_name', 'ours')} taxonomy)")
     tax.add_column("arm")
-    for c in CATEGORIES:
+    for c in classes:
         tax.add_column(c)
     for arm, counts in summary["taxonomy"].items():
-        tax.add_row(arm, *(str(counts[c]) for c in CATEGORIES))
+        tax.add_row(arm, *(str(counts[c]) for c in classes))
     console.print(tax)
     sub = Table(title="Near-miss sub-labels")
     for col in ("class", "sub-label", "count"):
@@ -125,10 +168,18 @@ def to_markdown(summary: dict) -> str:
     for r in summary["rates"]:
         lines.append(f"| {_cell(r['model'])} | {_cell(r['preset'])} | {_cell(r['arm'])} | {r['n']} | {r['faithful']} | {r['faithful_rate']:.1%} "
                      f"| {r['ci95'][0]:.1%}-{r['ci95'][1]:.1%} | {r['faithful_incl_normalized']} | {r['corrected']}/{r['dirty_n']} |")
-    lines += ["", "## Failure taxonomy", "", "| arm | " + " | ".join(CATEGORIES) + " |",
-              "|---" * (len(CATEGORIES) + 1) + "|"]
+    for key, title in (("pooled_by_arm", "Faithful rate per arm, pooled over models"),
+                       ("per_model", "Faithful rate per model, over both arms")):
+        lines += ["", f"## {title}", "", "| group | n | faithful | rate | 95% CI |", "|---|---|---|---|---|"]
+        for r in summary.get(key, []):
+            name = r["arm"] if key == "pooled_by_arm" else r["model_label"]
+            lines.append(f"| {_cell(name)} | {r['n']} | {r['faithful']} | {r['faithful_rate']:.1%} "
+                         f"| {r['ci95'][0]:.1%}-{r['ci95'][1]:.1%} |")
+    classes = summary.get("classes", list(CATEGORIES))
+    lines += ["", f"## Failure taxonomy ({summary.get('taxonomy_name', 'ours')})", "",
+              "| arm | " + " | ".join(classes) + " |", "|---" * (len(classes) + 1) + "|"]
     for arm, counts in summary["taxonomy"].items():
-        lines.append(f"| {arm} | " + " | ".join(str(counts[c]) for c in CATEGORIES) + " |")
+        lines.append(f"| {arm} | " + " | ".join(str(counts[c]) for c in classes) + " |")
     lines += ["", "## Sub-labels", "", "| class | sub-label | count |", "|---|---|---|"]
     lines += [f"| {s['category']} | {s['sub_label'] or '-'} | {s['count']} |" for s in summary["sub_labels"]]
     lines += ["", "## Hardest items", "", "| item | failed | most common failure | gold |", "|---|---|---|---|"]
