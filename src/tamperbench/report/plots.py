@@ -15,42 +15,50 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-SIGNAL_LABELS = {"surprisal": "surprisal (nats)", "entropy_full": "full-vocabulary entropy (nats)"}
+SIGNAL_LABELS = {"surprisal": "surprisal (nats)", "entropy_top20": "top-20 entropy (nats)",
+                 "entropy_full": "full-vocabulary entropy (nats)"}
 
 
 def swap_aligned_profiles(clean_rows: list[dict], trial_rows: list[dict], window: int = 8) -> dict:
-    """Mean signal at offsets 1..window after each swap's injected tokens (injected tokens skipped),
-    next to the matched unaltered branch at the same offsets and the clean answers' mean."""
+    """Mean signal at each of the ``window`` tokens each swap's Delta collects, next to the matched branch.
+
+    The offsets are exactly the tokens of the reference rule's window (``sleight.metrics.reference_window``:
+    the next ``window`` non-injected tokens after the swap), so the plot shows what Tables 1 and 2 average.
+    ``baseline`` is the mean over touched trials of their clean answer's mean (what each trial's Delta
+    subtracts) and ``delta`` the reference-rule Delta of the tables (mean over touched trials).
+    """
+    from tamperbench.sleight.metrics import reference_window, trial_delta
+
     clean_by_key = {c["key"]: c for c in clean_rows}
     out = {}
     for signal in SIGNAL_LABELS:
-        tampered = [[] for _ in range(window)]
-        matched = [[] for _ in range(window)]
-        clean_means = [float(np.mean(c[signal])) for c in clean_rows if c[signal]]
+        tampered: list[list[float]] = [[] for _ in range(window)]
+        matched: list[list[float]] = [[] for _ in range(window)]
+        baselines, deltas = [], []
         for t in trial_rows:
-            if t["untouched"] or not t["swap_positions"]:
-                continue
             clean = clean_by_key.get(t["clean_key"])
-            if clean is None:
+            if t["untouched"] or not t["swap_positions"] or clean is None:
                 continue
             values = list(clean[signal][: t["fork_at"]]) + list(t[signal])
-            injected = set(t["injected"])
-            branches = t[f"matched_{signal}"]
-            for swap_pos, n_inj, branch in zip(t["swap_positions"], t["swap_injected"], branches):
-                offset = 0
-                i = swap_pos + n_inj
-                while offset < window and i < len(values):
-                    if i not in injected:
-                        tampered[offset].append(values[i])
-                        offset += 1
-                    i += 1
+            injected_set = set(t["injected"])
+            injected = [i in injected_set for i in range(len(values))]
+            swaps = list(zip(t["swap_positions"], t["swap_injected"]))
+            for (swap_pos, _), branch in zip(swaps, t[f"matched_{signal}"]):
+                for k, i in enumerate(reference_window(swap_pos, injected, window)):
+                    tampered[k].append(values[i])
                 for k, v in enumerate(branch[:window]):
                     matched[k].append(v)
+            d = trial_delta(values, injected, swaps, clean[signal], window, "reference")
+            if d is not None and np.isfinite(d) and clean[signal]:
+                deltas.append(d)
+                baselines.append(float(np.mean(clean[signal])))
         out[signal] = {
             "tampered": [float(np.mean(x)) if x else None for x in tampered],
             "matched": [float(np.mean(x)) if x else None for x in matched],
             "n_swaps": [len(x) for x in tampered],
-            "clean_mean": float(np.mean(clean_means)) if clean_means else None,
+            "clean_mean": float(np.mean(baselines)) if baselines else None,
+            "delta": float(np.mean(deltas)) if deltas else None,
+            "window_rule": "reference",
         }
     return out
 
@@ -64,8 +72,10 @@ def plot_swap_profiles(profiles: dict, path: Path, title: str) -> Path:
         ax.plot(xs, tam, "o-", color="tab:red", label="after the swap (tampered)")
         ax.plot(xs, mat, "s--", color="tab:blue", label="same prefix, trigger kept (matched)")
         if prof["clean_mean"] is not None:
-            ax.axhline(prof["clean_mean"], color="grey", lw=1, ls=":", label="clean answer mean")
-        ax.set_xlabel("tokens after the injected replacement")
+            ax.axhline(prof["clean_mean"], color="grey", lw=1, ls=":", label="clean answer mean (baseline)")
+        if prof.get("delta") is not None:
+            ax.set_title(f"Δ = {prof['delta']:+.3f} nats (reference rule)", fontsize=9)
+        ax.set_xlabel("k-th non-injected token after the swap")
         ax.set_ylabel(SIGNAL_LABELS[signal])
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8, loc="best")

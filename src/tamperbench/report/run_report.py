@@ -14,12 +14,11 @@ from pathlib import Path
 
 from tamperbench.report.plots import (plot_label_rates, plot_quote_categories, plot_swap_profiles,
                                       swap_aligned_profiles)
+from tamperbench.schema import JUDGE_LABELS as LABELS
 from tamperbench.markdown import escape_markdown, inline_to_html, split_row
 from tamperbench.store import RunStore
 from tamperbench.store.run_store import read_spec
 from tamperbench.suites import get_suite
-
-LABELS = ("flagged", "corrected", "derailed", "aware")
 
 
 def sleight_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
@@ -39,8 +38,9 @@ def sleight_section(run: Path, out: Path) -> tuple[list[str], list[str]]:
                                  "Signal after each swap vs the unaltered branch from the same prefix")
         imgs.append(png.name)
         md += ["", f"![swap profile]({png.name})", "",
-               "Mean per offset after the injected replacement (tampered), the matched branch that kept the "
-               "trigger (same prefix, same offsets), and the clean answers' per-token mean.", ""]
+               "Mean at each of the 8 tokens the reference-rule Delta collects after a swap (tampered), the "
+               "matched branch that kept the trigger (same prefix), and the clean-answer baseline each Delta "
+               "subtracts; the panel title gives the Delta of Tables 1 and 2.", ""]
         (out / "sleight_swap_profile.json").write_text(json.dumps(prof, indent=1))
     if verdicts:
         rates, counts = {}, []
