@@ -1,0 +1,47 @@
+"""Anchor results in a run directory (RunStore), so ``owmi score`` finds them beside engine runs.
+
+One table, ``owmi_anchors``: one row per anchor run (kind 'probe' or 'known_positive'), the full
+JSON result kept as text beside the typed columns a reader filters on. The run's spec.json is the
+anchor's spec, so rerunning the same command resumes (and a different spec needs ``--new``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from tamperbench.store import Record, RunStore
+from tamperbench.store.run_store import trial_key
+
+ANCHOR_TABLE = "owmi_anchors"
+
+
+class AnchorRecord(Record):
+    suite: str = "owmi"
+    kind: str  # probe | known_positive
+    model: str
+    site: str
+    layer: int
+    passes: bool | None
+    result: str  # the full JSON result
+
+
+def save_anchor(out: str | Path, spec: BaseModel, result: dict, *, new: bool = False) -> Path:
+    store = RunStore.open(out, spec, new=new)
+    try:
+        store.ensure_table(ANCHOR_TABLE, AnchorRecord)
+        rec = AnchorRecord(key=trial_key(spec), provenance_id=result.get("provenance_id", ""), kind=result["kind"],
+                           model=result["model"], site=result["site"], layer=int(result["layer"]),
+                           passes=result.get("passes"), result=json.dumps(result, default=str))
+        store.replace(ANCHOR_TABLE, AnchorRecord, [rec])
+    finally:
+        store.close()
+    return Path(out)
+
+
+def load_anchors(store: RunStore) -> list[dict]:
+    if not store.has_table(ANCHOR_TABLE):
+        return []
+    return [json.loads(r["result"]) for r in store.rows(ANCHOR_TABLE)]

@@ -1,0 +1,101 @@
+"""Outcome-to-claim rules (OWMI Appendix D.5): the strongest claim the data license, in words.
+
+For each (model, cell) we evaluate named conditions, each True, False or None (not measured),
+and report the claim level whose *full* conditions hold; for mixed results the lowest such level
+(D.5: "we report the lowest claim level whose full conditions are satisfied"). The conditions that
+held and the ones that failed or were not measured are listed beside the verdict, so a reader can
+see exactly why a stronger claim was not made. Levels, weakest first:
+
+0. no scorable pair - parse failure or missing rows empty the cell: no claim at all.
+1. instrument-sensitivity diagnosis only - the known-positive check failed or is missing, or the
+   linear probe shows nothing above its null at this site: a behavioural null is uninformative.
+2. bounded null - detection does not exceed paired sham with valid anchors: bounds reportability
+   under the tested conditions (quoted as the equivalence bound); never "lacks all access".
+3. artifact-sensitivity / first-order-leakage account - detection exceeds sham, but not the
+   random-direction or observer control, or it is confined to damaged / divergent outputs.
+4. perturbation sensitivity without demonstrated semantic access - detection exceeds sham and
+   the controls, but reconstruction was not shown to beat the observer bound.
+5. controlled evidence of reportability, consistent with second-order access - additionally
+   reconstruction beats the observer bound, both anchors pass, and a positive used-object m0
+   persists near zero dose. Never evidence of consciousness or a human-like self-model.
+"""
+
+from __future__ import annotations
+
+LEVELS = {
+    0: "no claim: no scorable intervention-sham pair in this cell",
+    1: "instrument-sensitivity diagnosis only: a behavioural null here is uninformative about reportability",
+    2: "bounded null: reports do not discriminate intervention from sham; this bounds reportability under the "
+       "tested model, cell, dose, probe and track, and does not show the model lacks all introspective access",
+    3: "artifact-sensitivity or first-order-leakage account: report production responds to the perturbation, "
+       "not demonstrably to the altered object (second-order access not licensed)",
+    4: "perturbation sensitivity without demonstrated semantic access",
+    5: "controlled evidence of reportability, behaviourally consistent with second-order access (not evidence of "
+       "consciousness, subjective experience, moral status or a human-like self-model)",
+}
+
+
+def _above(ci) -> bool | None:
+    return None if ci is None else bool(ci[0] > 0)
+
+
+def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, ladder: dict | None,
+          bh_reject: bool | None) -> dict:
+    """Verdict for one cell from its detection entry, the matching anchors and its dose ladder."""
+    conds: list[tuple[str, bool | None, str]] = []
+    c = (det or {}).get("complete", {})
+    pairs = c.get("pairs", 0)
+    conds.append(("scorable pairs", pairs > 0, f"{pairs} complete pairs"))
+    kp_ok = None if known_positive is None else bool(known_positive.get("passes"))
+    conds.append(("known-positive instrument check passes", kp_ok,
+                  "no known-positive anchor for this model" if known_positive is None else
+                  f"held-out d'={known_positive['dprime']['estimate']:.2f}, AUROC={known_positive['auroc']['estimate']:.3f}"))
+    pr_ok = None if probe is None else bool(probe.get("passes"))
+    conds.append(("linear probe above its null at this site", pr_ok,
+                  "no probe anchor at this site" if probe is None else
+                  f"m_probe={probe['m_probe']:+.3f} vs null 95th pct {probe['layers'][0].get('null_quantile')}"))
+    auc_ci = c.get("auroc_ci")
+    exceeds_sham = None if not pairs else bool(auc_ci[0] > 0.5 and (bh_reject is not False))
+    conds.append(("detection exceeds paired sham (AUROC interval above 0.5, BH-controlled)", exceeds_sham,
+                  f"AUROC={c.get('auroc', float('nan')):.4f} [{auc_ci[0]:.4f}, {auc_ci[1]:.4f}]" if pairs else "-"))
+    margins = (det or {}).get("margins", {})
+    rnd = margins.get("random_matched") or margins.get("random_unit")
+    rnd_name = "random_matched" if "random_matched" in margins else "random_unit"
+    conds.append((f"margin over the {rnd_name.replace('_', '-')} control above zero", _above(rnd and rnd["ci"]),
+                  f"{rnd['estimate']:+.4f} [{rnd['ci'][0]:+.4f}, {rnd['ci'][1]:+.4f}]" if rnd else "no random-direction rows"))
+    obs = margins.get("observer")
+    conds.append(("margin over the observer bound above zero", _above(obs and obs["ci"]),
+                  f"{obs['estimate']:+.4f} [{obs['ci'][0]:+.4f}, {obs['ci'][1]:+.4f}] (tiers {obs.get('observer_tiers')})"
+                  if obs else "no observer rows"))
+    conds.append(("reconstruction beats the observer bound", None,
+                  "reconstruction family not scored (no ground-truth concept label for these interventions)"))
+    m0 = (ladder or {}).get("m0") if ladder else None
+    m0_ok = None
+    if isinstance(m0, dict) and ladder.get("stratified"):
+        m0_ok = bool(m0["ci"][0] > 0)
+    conds.append(("positive used-object m0 near zero dose", m0_ok,
+                  "no dose ladder" if ladder is None else
+                  (ladder.get("reason") or "") + ("" if ladder.get("stratified") else " (no used-object stratum)")))
+
+    held = [f"{n}: {d}" for n, ok, d in conds if ok is True]
+    failed = [f"{n}: {d}" for n, ok, d in conds if ok is False]
+    unknown = [f"{n}: {d}" for n, ok, d in conds if ok is None]
+    if not pairs:
+        level = 0
+    elif exceeds_sham:
+        ctrl_ok = _above(rnd and rnd["ci"]) is True and _above(obs and obs["ci"]) is True
+        if not ctrl_ok:
+            level = 3
+        elif not (kp_ok and pr_ok and m0_ok):
+            level = 4
+        else:
+            level = 4  # reconstruction is never scored here, so level 5 cannot be reached
+    elif kp_ok is not True or pr_ok is not True:
+        level = 1
+    else:
+        level = 2
+    text = LEVELS[level]
+    if level == 2 and c.get("equivalence"):
+        e = c["equivalence"][0]
+        text += f" (AUROC advantage below {100 * e['bound']:.2f} percentage points at alpha {e['alpha']})"
+    return {"level": level, "claim": text, "held": held, "failed": failed, "not_measured": unknown}

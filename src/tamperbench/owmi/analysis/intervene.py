@@ -1,0 +1,33 @@
+"""The anchors' interventions: a unit direction added at one residual site, or its sham.
+
+Reuses the engine's operators (``tamperbench.owmi.operators.Intervention`` with the ``add``
+operator, and ``identity=True`` for the sham, so sham passes take the same hook code path) and
+its object resolution (``tamperbench.owmi.objects``). Directions are drawn from a seed with
+torch's generator, so a direction is named by its seed and the train/held-out ranges of the
+known-positive anchor can be checked for disjointness by number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+def unit_direction(seed: int, dim: int) -> torch.Tensor:
+    """A unit vector uniform on the sphere in R^dim, determined by ``seed``."""
+    g = torch.Generator().manual_seed(int(seed))
+    v = torch.randn(dim, generator=g, dtype=torch.float32)
+    return v / v.norm()
+
+
+def intervention(model, layer: int, *, dose: float, direction: torch.Tensor | None, sham: bool,
+                 positions: Sequence[int] | None = None, site: str = "resid_post"):
+    """An engine Intervention adding ``dose * direction`` at ``site.layer`` (sham: identity hook)."""
+    from tamperbench.owmi.objects import ObjectSpec, resolve
+    from tamperbench.owmi.operators import Intervention
+
+    target = resolve(model, ObjectSpec(kind=site, layer=layer), field="anchor.site")
+    if direction is None:
+        direction = torch.zeros(target.dim)
+    return Intervention(target, "add", float(dose), positions=positions, direction=direction, identity=sham)

@@ -1,0 +1,176 @@
+"""Linear-probe sensitivity anchor (OWMI Section 7.2, Appendix C.8): is the intervention linearly
+decodable from the activations the report would have to be formed from?
+
+For each of ``n_items`` prompts we run two forward passes, a sham (identity hook at the site, same
+code path) and an intervention (``dose`` x a seeded unit direction added at ``resid_post.L`` on
+every prompt position), and capture the residual stream at L and at every deeper layer,
+mean-pooled over prompt positions. Per read-out layer a logistic regression (scikit-learn,
+standardised features) is trained on a split *by item* (both passes of an item fall on the same
+side, so the probe cannot match an item to itself) and scored on the held-out items.
+
+Null and pass rule. Each layer gets a label-shuffled permutation null (``n_perm`` refits, 200 by
+default: training labels permuted, held-out labels true). The measured margin (accuracy - 0.5)
+passes when it exceeds the null's 95th percentile. The source's released criterion instead
+required the *largest* absolute permutation margin to stay below a fixed 0.1; a sampled maximum
+grows with the number of draws, so the better the null is estimated the harder that test is to
+pass, which is backwards (the source itself reports it failing at 5 and at 200 permutations while
+the quantile test passes). We keep it computable as ``source_rule_pass`` and name it as
+mis-specified in every output; it never decides anything. Perfect held-out accuracy is reported
+as "no held-out error in n", not as an accuracy estimate.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tamperbench.errors import UserError
+
+
+class ProbeSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str = "owmi_probe_anchor"
+    model: str = "embedded"
+    layer: int | None = None  # intervened residual site resid_post.L; None = mid-depth (n_layers // 2)
+    read_layers: list[int] | None = None  # None = L and every deeper layer
+    dose: float = Field(8.0, gt=0)  # norm of the added direction (median token norm at L=15 is ~170)
+    direction_seed: int = 7
+    n_items: int = Field(96, ge=8, le=2000)
+    item_seed: int = 0
+    test_fraction: float = Field(0.25, gt=0, lt=1)
+    n_perm: int = Field(200, ge=0, le=10000)
+    quantile: float = Field(0.95, gt=0.5, lt=1)
+    split_seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> "ProbeSpec":
+        if self.layer is not None and self.layer < 0:
+            raise ValueError("layer must be >= 0")
+        if self.read_layers is not None and self.layer is not None and min(self.read_layers) < self.layer:
+            raise ValueError("read_layers: every read-out layer must be at or deeper than the intervened layer")
+        return self
+
+
+def collect(backend, spec: ProbeSpec) -> dict:
+    """Mean-pooled activations per read layer for sham and intervention passes of every item."""
+    from tamperbench.owmi.analysis.intervene import intervention, unit_direction
+    from tamperbench.owmi.analysis.prompts import anchor_prompts
+
+    model = backend.model
+    n_layers = int(model.config.num_hidden_layers)
+    layer = n_layers // 2 if spec.layer is None else spec.layer
+    if layer >= n_layers:
+        raise UserError(f"layer: {layer} out of range (model has {n_layers} layers)")
+    reads = list(range(layer, n_layers)) if spec.read_layers is None else sorted(set(spec.read_layers))
+    if reads[-1] >= n_layers:
+        raise UserError(f"read_layers: {reads[-1]} out of range (model has {n_layers} layers)")
+    sites = [f"resid_post.{r}" for r in reads]
+    direction = unit_direction(spec.direction_seed, int(model.config.hidden_size))
+    items = anchor_prompts(spec.n_items, spec.item_seed)
+    feats = {r: np.zeros((2, len(items), int(model.config.hidden_size)), dtype=np.float32) for r in reads}
+    prompts = []
+    for i, (_, question) in enumerate(items):
+        ids = backend.chat_ids([{"role": "user", "content": question}])
+        prompts.append(backend.decode(ids, skip_special_tokens=False))
+        for cond in (0, 1):  # 0 sham, 1 intervention
+            iv = intervention(model, layer, dose=spec.dose, direction=direction, sham=cond == 0)
+            with backend.hooks(iv.hook_pairs()):
+                acts = backend.capture(sites, ids)
+            for r, s in zip(reads, sites):
+                feats[r][cond, i] = acts[s][0].float().mean(dim=0).numpy()
+    return {"layer": layer, "reads": reads, "items": items, "prompts": prompts, "features": feats,
+            "direction_norm": 1.0}
+
+
+def _split(n_items: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    perm = np.random.default_rng(seed).permutation(n_items)
+    n_test = max(1, int(round(n_items * test_fraction)))
+    return np.sort(perm[n_test:]), np.sort(perm[:n_test])
+
+
+def fit_layer(x_sham: np.ndarray, x_int: np.ndarray, train: np.ndarray, test: np.ndarray, *, n_perm: int,
+              quantile: float, seed: int) -> dict:
+    """Held-out accuracy of a logistic probe and its label-shuffled null for one read-out layer."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    xtr = np.concatenate([x_sham[train], x_int[train]])
+    ytr = np.r_[np.zeros(train.size), np.ones(train.size)]
+    xte = np.concatenate([x_sham[test], x_int[test]])
+    yte = np.r_[np.zeros(test.size), np.ones(test.size)]
+
+    def fit(labels):
+        clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+        clf.fit(xtr, labels)
+        return float((clf.predict(xte) == yte).mean())
+
+    acc = fit(ytr)
+    rng = np.random.default_rng(seed)
+    null = np.array([fit(rng.permutation(ytr)) for _ in range(n_perm)]) - 0.5
+    margin = acc - 0.5
+    out = {"n_train": int(ytr.size), "n_test": int(yte.size), "accuracy": acc, "margin": margin,
+           "errors": int(round((1 - acc) * yte.size)), "n_perm": int(n_perm)}
+    if n_perm:
+        q = float(np.quantile(null, quantile))
+        out.update(null_mean=float(null.mean()), null_sd=float(null.std(ddof=1)) if n_perm > 1 else 0.0,
+                   null_band=(float(np.quantile(null, 0.025)), float(np.quantile(null, 0.975))),
+                   null_quantile=q, passes=bool(margin > q),
+                   p_value=float((1 + np.sum(null >= margin)) / (1 + n_perm)),
+                   null_max_abs=float(np.abs(null).max()), source_rule_pass=bool(np.abs(null).max() < 0.1))
+    else:
+        out.update(passes=None, null_quantile=None, source_rule_pass=None)
+    return out
+
+
+def run_probe_anchor(backend, spec: ProbeSpec) -> dict:
+    """Collect activations and fit every read-out layer; returns a JSON-able result."""
+    from threadpoolctl import threadpool_limits
+
+    from tamperbench.owmi.analysis.threads import idle_core_threads
+
+    t0 = time.time()
+    with idle_core_threads() as n_threads:
+        data = collect(backend, spec)
+    t_collect = time.time() - t0
+    train, test = _split(len(data["items"]), spec.test_fraction, spec.split_seed)
+    layers = []
+    with threadpool_limits(1):  # hundreds of small fits: threads only oversubscribe the cores
+        for r in data["reads"]:
+            f = data["features"][r]
+            res = fit_layer(f[0], f[1], train, test, n_perm=spec.n_perm, quantile=spec.quantile,
+                            seed=spec.split_seed + 1000 * r)
+            layers.append({"read_layer": r, **res})
+    at_site = layers[0]
+    return {
+        "kind": "probe", "spec": spec.model_dump(), "model": spec.model, "provenance_id": backend.provenance_id,
+        "site": f"resid_post.{data['layer']}", "layer": data["layer"],
+        "item_ids": [i for i, _ in data["items"]], "prompts_sha": _sha(data["prompts"]),
+        "train_items": int(train.size), "test_items": int(test.size), "layers": layers,
+        "m_probe": at_site["margin"], "passes": at_site["passes"],
+        "rule": f"margin > null {spec.quantile:.0%} quantile ({spec.n_perm} label-shuffled refits)",
+        "source_rule": "max |null margin| < 0.1 (source's released criterion; mis-specified: a sampled maximum "
+                       "grows with the number of permutations; reported, never used)",
+        "seconds": {"collect": round(t_collect, 1), "fit": round(time.time() - t0 - t_collect, 1)},
+        "torch_threads": n_threads,
+    }
+
+
+def _sha(texts: list[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n\x00".join(texts).encode()).hexdigest()
+
+
+def describe_layer(row: dict) -> str:
+    """'0.958 (margin 0.458; null 95% band [-0.125, 0.125]; passes)' or 'no held-out error in 48'."""
+    acc = f"no held-out error in {row['n_test']}" if row["errors"] == 0 else f"accuracy {row['accuracy']:.3f}"
+    if row.get("null_band") is None:
+        return f"{acc}; margin {row['margin']:+.3f}; no permutation null"
+    lo, hi = row["null_band"]
+    verdict = "passes" if row["passes"] else "does not pass"
+    return (f"{acc}; margin {row['margin']:+.3f}; null central 95% [{lo:+.3f}, {hi:+.3f}], "
+            f"95th pct {row['null_quantile']:+.3f} -> {verdict}")

@@ -1,0 +1,153 @@
+"""``owmi score`` output: Markdown (reading), CSV (one row per cell, spreadsheets), JSON (everything).
+
+Text from run records (model names, benchmark ids) is escaped for Markdown table cells: a
+pipe or newline in a name must not break the table.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+
+def _e(x) -> str:
+    return str(x).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
+
+
+def _n(x, nd=4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x:.{nd}f}" if isinstance(x, float) else str(x)
+
+
+def _ci(ci, nd=4) -> str:
+    return "n/a" if not ci or any(v is None or not math.isfinite(v) for v in ci) else f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]"
+
+
+def _cell_label(c: dict) -> str:
+    return (f"{c['benchmark']} · {c['site']} · {c['operator']}@{c['dose']:g} · {c['probe_family']} · "
+            f"track {c['track']} · {c['hook_scope']}")
+
+
+def _margin(m: dict | None) -> str:
+    return "n/a" if not m else f"{m['estimate']:+.4f} {_ci(m['ci'])} (n={m['pairs']})"
+
+
+def detection_rows(result: dict) -> list[dict]:
+    out = []
+    for c in result["cells"]:
+        d = c.get("detection")
+        if not d:
+            continue
+        comp, inc = d["complete"], d["inclusive"]
+        parse = "; ".join(f"{p['condition']} {p['parsed']}/{p['attempted']}" for p in d["parse_rates"])
+        mg = d["margins"]
+        out.append({"model": c["cell"]["model"], "dtype": c["cell"]["dtype"], "cell": _cell_label(c["cell"]),
+                    "pairs": comp["pairs"], "excluded": json.dumps(comp["excluded"], sort_keys=True),
+                    "dprime": comp["dprime"], "dprime_ci": _ci(comp["dprime_ci"]), "auroc": comp["auroc"],
+                    "auroc_ci": _ci(comp["auroc_ci"]), "bh_q": comp.get("bh_q"),
+                    "inclusive_pairs": inc["pairs"], "inclusive_dprime": inc["dprime"], "inclusive_auroc": inc["auroc"],
+                    "parse": parse, "margin_random": _margin(mg.get("random_matched") or mg.get("random_unit")),
+                    "random_kind": "matched" if "random_matched" in mg else ("unit-norm" if "random_unit" in mg else ""),
+                    "margin_observer": _margin(mg.get("observer")),
+                    "claim_level": c.get("claim", {}).get("level")})
+    return out
+
+
+def to_markdown(result: dict) -> str:
+    L = ["# OWMI score", "", f"Runs: {', '.join(_e(r) for r in result['runs'])} ({result['n_rows']} analysable rows; "
+         f"{len(result['excluded_runs'])} excluded for unrecorded required fields)", ""]
+    L += ["## Reportability profile (per model and cell; never collapsed into one number)", "",
+          "| model | cell | d' | AUROC | margin vs random | margin vs observer |", "|---|---|---|---|---|---|"]
+    for r in detection_rows(result):
+        L.append(f"| {_e(r['model'])} | {_e(r['cell'])} | {_n(r['dprime'])} | {_n(r['auroc'])} | {r['margin_random']}"
+                 f"{' (' + r['random_kind'] + ')' if r['random_kind'] else ''} | {r['margin_observer']} |")
+    L += ["", "## Detection against paired sham (complete-pair primary; inclusive coding as robustness)", "",
+          "| model | cell | pairs | d' [95% CI] | AUROC [95% CI] | BH q | inclusive d' / AUROC (pairs) | parsed/attempted | excluded pairs |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for r in detection_rows(result):
+        L.append(f"| {_e(r['model'])} | {_e(r['cell'])} | {r['pairs']} | {_n(r['dprime'])} {r['dprime_ci']} | "
+                 f"{_n(r['auroc'])} {r['auroc_ci']} | {_n(r['bh_q'])} | {_n(r['inclusive_dprime'])} / "
+                 f"{_n(r['inclusive_auroc'])} ({r['inclusive_pairs']}) | {_e(r['parse'])} | {_e(r['excluded'])} |")
+    L += ["", "Pooled (labelled pools, for precision only):", ""]
+    for p in result["pooled"]:
+        c = p["complete"]
+        L.append(f"- {_e(p['pool'])}: {c['pairs']} pairs, d' = {_n(c['dprime'])} {_ci(c['dprime_ci'])}, "
+                 f"AUROC = {_n(c['auroc'])} {_ci(c['auroc_ci'])}; inclusive coding d' = {_n(p['inclusive']['dprime'])} "
+                 f"(shift {_n(p['shift_inclusive_minus_complete'])})")
+    L += ["", "## Equivalence bound (TOST inverted: tightest AUROC margin the data support)", ""]
+    for p in result["pooled"]:
+        eq = p["complete"].get("equivalence") or []
+        if eq:
+            L.append(f"- {_e(p['pool'])}: " + "; ".join(
+                f"below {100 * e['bound']:.3f} pp at alpha {e['alpha']:g}" for e in eq))
+    L += ["", "## Verbalised confidence (Brier, equal-mass ECE, selective-prediction AUROC)", "",
+          "| model | cell | n | accuracy | Brier | ECE (10 equal-mass bins) | selective AUROC |", "|---|---|---|---|---|---|---|"]
+    for c in result["cells"]:
+        k = c.get("confidence")
+        if k:
+            L.append(f"| {_e(c['cell']['model'])} | {_e(_cell_label(c['cell']))} | {k['n']} | {_n(k['accuracy'], 3)} | "
+                     f"{_n(k['brier'])} | {_n(k['ece_equal_mass_10'])} | {_n(k['selective_auroc'])} |")
+    L += ["", "## Sensitivity anchors", ""]
+    if not result["anchors"]:
+        L.append("- none given (pass anchor run directories from `owmi probe` / `owmi known-positive` as RUN arguments)")
+    for a in result["anchors"]:
+        if a["kind"] == "probe":
+            L.append(f"- linear probe, {_e(a['model'])} at {a['site']} ({a['train_items']} train / {a['test_items']} test items; "
+                     f"rule: {a['rule']}): m_probe = {a['m_probe']:+.3f}, passes = {a['passes']}")
+            for lay in a["layers"]:
+                band = _ci(lay.get("null_band"), 3)
+                L.append(f"  - read at layer {lay['read_layer']}: accuracy {lay['accuracy']:.3f} ({lay['errors']} errors in "
+                         f"{lay['n_test']}), null 95% band {band}, passes = {lay['passes']}, "
+                         f"source rule (max |null| < 0.1, mis-specified) = {lay.get('source_rule_pass')}")
+        else:
+            L.append(f"- known positive, {_e(a['model'])} at {a['site']}: {a['n_heldout']} held-out directions "
+                     f"(seeds {a['heldout_seeds'][0]}..{a['heldout_seeds'][1]}, disjoint from training: "
+                     f"{a['disjoint']['at_evaluation']}); hits {a['hits']}/{a['n_heldout']}, false alarms "
+                     f"{a['false_alarms']}/{a['n_heldout']}; d' = {a['dprime']['estimate']:.4f}, AUROC = "
+                     f"{a['auroc']['estimate']:.4f} {_ci(a['auroc']['ci'])}; error rate {a['errors']}/{a['n_trials']}, "
+                     f"one-sided 95% bound {a['error_rate_upper95']:.4f}; passes = {a['passes']}")
+    L += ["", "## Dose-response and leakage (Eq. 10-11)", ""]
+    if not result["ladders"]:
+        L.append("- no dose ladder (fewer than two doses in every cell): m0 and lambda not estimable")
+    for lad in result["ladders"]:
+        m0 = lad.get("m0")
+        L.append(f"- {_e(lad['cell'].get('model'))} {_e(lad['cell'].get('site'))}: m0 = "
+                 f"{_n(m0['estimate']) if isinstance(m0, dict) else 'n/a'} "
+                 f"{_ci(m0['ci']) if isinstance(m0, dict) else ''}; identified = {lad.get('identified')}; "
+                 f"stratified = {lad.get('stratified')}; {_e(lad.get('reason', ''))}")
+    L += ["", "## Variance components (crossed: domain, object, item, seed)", ""]
+    for m, v in result["variance"].items():
+        if not v.get("estimable"):
+            L.append(f"- {_e(m)}: not estimable ({v['reason']}; {v['pairs']} pairs)")
+        else:
+            L.append(f"- {_e(m)}: " + "; ".join(f"ICC_{k} = {d['estimate']:.3f} {_ci(d['ci'], 3)}" for k, d in v["icc"].items())
+                     + "; " + "; ".join(f"Delta_{k} = {d['estimate']:+.3f} {_ci(d['ci'], 3)}" for k, d in v["delta"].items()))
+    L += ["", "## Claim verdicts (Appendix D.5)", ""]
+    for c in result["cells"]:
+        if "claim" in c:
+            v = c["claim"]
+            rho = c.get("rho")
+            L.append(f"- **{_e(c['cell']['model'])} · {_e(_cell_label(c['cell']))}** - level {v['level']}: {v['claim']}")
+            for tag, items in (("held", v["held"]), ("failed", v["failed"]), ("not measured", v["not_measured"])):
+                for it in items:
+                    L.append(f"  - {tag}: {_e(it)}")
+            if rho:
+                L.append(f"  - extraction ratio rho = {_n(rho.get('rho'))} {_ci(rho.get('ci'))} {_e(rho.get('reason', ''))}")
+    return "\n".join(L) + "\n"
+
+
+def save(result: dict, out: Path) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out / "owmi_score.md", "csv": out / "owmi_detection.csv", "json": out / "owmi_score.json"}
+    paths["markdown"].write_text(to_markdown(result), encoding="utf-8")
+    rows = detection_rows(result)
+    with paths["csv"].open("w", newline="", encoding="utf-8") as fh:
+        fields = list(rows[0]) if rows else ["model", "cell", "pairs"]
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    paths["json"].write_text(json.dumps(result, indent=1, default=str, allow_nan=True), encoding="utf-8")
+    return paths

@@ -1,0 +1,164 @@
+"""Score OWMI runs: per (model, cell) detection, controls, parse rates, confidence, equivalence,
+dose-response, variance components, with the anchors beside them (Sections 3.4-3.6, 7; App. C-D).
+
+A cell here is (model, revision, dtype, benchmark, site, operator, dose, probe family, track,
+hook scope): runs of different precision are never pooled (Appendix D.4), and scopes stay apart
+because the scope contrast is itself a quantity of interest (Section 3.6). A pooled row per model
+(and over all models) is added to the detection table, each clearly labelled.
+
+Every estimate comes from ``tamperbench.stats``; this module only groups rows and applies the
+Appendix D rules (analysable runs only; complete-pair primary, inclusive as robustness).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import norm
+
+from tamperbench.errors import UserError
+
+CELL_FIELDS = ("model", "model_revision", "dtype", "benchmark", "site", "operator", "dose", "probe_family",
+               "track", "hook_scope")
+LADDER_FIELDS = tuple(f for f in CELL_FIELDS if f != "dose")
+ALPHAS = (0.05, 0.01, 0.0001)
+
+
+def load_runs(paths: list[str | Path]) -> tuple[list[dict], list[dict], list[dict]]:
+    """(analysable run rows, anchor results, excluded-run notes) from engine and anchor run directories."""
+    from tamperbench.owmi.analysis.anchor_store import load_anchors
+    from tamperbench.owmi.records import RUNS_TABLE, missing_required
+    from tamperbench.store import RunStore
+
+    rows, anchors, excluded = [], [], []
+    for p in paths:
+        if not Path(p).is_dir():
+            raise UserError(f"RUN: {p} is not a run directory")
+        store = RunStore.open_existing(p, read_only=True)
+        try:
+            found = False
+            if store.has_table(RUNS_TABLE):
+                found = True
+                for r in store.rows(RUNS_TABLE):
+                    miss = missing_required(r)
+                    if miss:
+                        excluded.append({"run": str(p), "key": r.get("key"), "missing": miss})
+                    else:
+                        rows.append({**r, "run": str(p)})
+            got = load_anchors(store)
+            anchors.extend(got)
+            if not found and not got:
+                raise UserError(f"RUN: {p} holds neither OWMI runs (owmi_runs) nor anchors (owmi_anchors)")
+        finally:
+            store.close()
+    return rows, anchors, excluded
+
+
+def _cells(rows: list[dict], fields=CELL_FIELDS) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        out[tuple(r.get(f) for f in fields)].append(r)
+    return dict(sorted(out.items(), key=lambda kv: tuple(map(str, kv[0]))))
+
+
+def _fmt_ci(d: dict) -> list[float]:
+    return [float(x) for x in d["ci"]]
+
+
+def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
+    """Both codings, parse rates, control margins, equivalence bound for one cell (or a pool)."""
+    from tamperbench.stats.bootstrap import detection_bootstrap, mean_bootstrap
+    from tamperbench.stats.equivalence import equivalence_bound
+    from tamperbench.stats.pairs import control_margin, paired_detection, parse_rates
+
+    own = [r for r in rows if r["condition"] != "observer"]
+    entry: dict = {"runs": len(rows)}
+    for coding in ("complete", "inclusive"):
+        p = paired_detection(own, coding=coding)
+        b = detection_bootstrap(p["y_a"], p["y_b"], p["clusters"], g_int=p["g_a"], g_sham=p["g_b"],
+                                n_boot=n_boot, seed=seed)
+        entry[coding] = {"pairs": b["n_pairs"], "items": b["n_clusters"], "excluded": dict(p["excluded"]),
+                         "dprime": b["dprime"]["estimate"], "dprime_ci": _fmt_ci(b["dprime"]),
+                         "auroc": b["auroc"]["estimate"], "auroc_ci": _fmt_ci(b["auroc"]), "auroc_se": b["auroc"]["se"],
+                         "margin": b["margin"]["estimate"], "margin_ci": _fmt_ci(b["margin"]),
+                         "hit_rate": float(np.mean(p["y_a"])) if p["y_a"] else None,
+                         "false_alarm_rate": float(np.mean(p["y_b"])) if p["y_b"] else None}
+    c = entry["complete"]
+    se = c["auroc_se"]
+    c["p_value"] = (float(2 * norm.sf(abs(c["auroc"] - 0.5) / se)) if se and np.isfinite(se) and se > 0
+                    else (1.0 if c["pairs"] else None))
+    c["equivalence"] = (equivalence_bound(c["auroc"], se if np.isfinite(se) else 0.0, ALPHAS) if c["pairs"] else [])
+    entry["shift_inclusive_minus_complete"] = (entry["inclusive"]["dprime"] - c["dprime"]
+                                               if c["pairs"] and entry["inclusive"]["pairs"] else None)
+    entry["parse_rates"] = parse_rates(rows, by=["condition"])
+    margins = {}
+    for label, conds in (("random_matched", "random_matched"), ("random_unit", "random_unit"), ("observer", ["observer"])):
+        m = control_margin(rows, conds)
+        if m["diffs"]:
+            mb = mean_bootstrap(m["diffs"], m["clusters"], n_boot=n_boot, seed=seed)
+            tiers = sorted({r.get("observer_tier") for r in rows if r["condition"] == "observer"} - {None})
+            margins[label] = {"pairs": mb["n"], "estimate": mb["estimate"], "ci": list(mb["ci"]),
+                              "excluded": dict(m["excluded"]), **({"observer_tiers": tiers} if label == "observer" else {})}
+    entry["margins"] = margins
+    return entry
+
+
+def confidence_entry(rows: list[dict]) -> dict | None:
+    """Brier, equal-mass ECE, selective AUROC of verbalised confidence for own-model int/sham runs."""
+    from tamperbench.stats.calibration import brier, ece_equal_mass, selective_auroc
+
+    use = [r for r in rows if r["condition"] in ("intervention", "sham") and r.get("parse_ok")
+           and r.get("confidence") is not None and r.get("detected") is not None]
+    if not use:
+        return None
+    conf = np.array([float(r["confidence"]) for r in use])
+    correct = np.array([float(bool(r["detected"]) == (r["condition"] == "intervention")) for r in use])
+    return {"n": len(use), "accuracy": float(correct.mean()), "mean_confidence": float(conf.mean()),
+            "brier": brier(conf, correct), "ece_equal_mass_10": ece_equal_mass(conf, correct, 10),
+            "selective_auroc": selective_auroc(conf, correct)}
+
+
+def dose_magnitude(operator: str, dose: float) -> float:
+    """Perturbation magnitude along the ladder: |dose - 1| for scale (1 = unchanged), |dose| otherwise."""
+    return abs(dose - 1.0) if operator == "scale" else abs(dose)
+
+
+def ladder_entry(rows: list[dict], n_boot: int, seed: int) -> dict | None:
+    """Eq. 10 over a dose ladder (>= 2 doses) on complete detection pairs; None without a ladder."""
+    from tamperbench.stats.dose import dose_response
+    from tamperbench.stats.pairs import paired_detection
+
+    if len({r["dose"] for r in rows}) < 2:
+        return None
+    p = paired_detection([r for r in rows if r["condition"] in ("intervention", "sham")])
+    if not p["pair_ids"]:
+        return {"identified": False, "reason": "no complete pairs on the ladder"}
+    by_pid = {r["pair_id"]: r for r in rows if r["condition"] == "intervention"}
+    ints = [by_pid[pid] for pid in p["pair_ids"]]
+    mags = [dose_magnitude(r["operator"], r["dose"]) for r in ints]
+    has_used = all(r.get("causal_effect") is not None for r in ints)
+    used = [abs(r["causal_effect"]) > 0.05 for r in ints] if has_used else None
+    n = len(ints)
+    out = dose_response(np.r_[p["y_a"], p["y_b"]], np.r_[np.ones(n), np.zeros(n)], np.r_[mags, np.zeros(n)],
+                        groups={"item": p["clusters"] * 2}, cluster=p["clusters"] * 2,
+                        used=(used + used) if used is not None else None, n_boot=n_boot, seed=seed)
+    out["used_threshold_nats"] = 0.05 if has_used else None
+    return out
+
+
+def variance_entry(pairs_by_model: dict[str, list[dict]]) -> dict:
+    """Crossed components of the per-pair graded margin over domain, object (site), item, seed."""
+    from tamperbench.stats.variance import icc_contrasts
+
+    out = {}
+    for model, pairs in pairs_by_model.items():
+        facs = {k: [p[k] for p in pairs] for k in ("domain", "object", "item", "seed")}
+        if len(pairs) < 8 or len(set(facs["domain"])) < 2 or len(set(facs["object"])) < 2:
+            out[model] = {"estimable": False, "reason": "needs >= 2 domains, >= 2 objects and >= 8 complete pairs",
+                          "pairs": len(pairs)}
+            continue
+        res = icc_contrasts([p["s"] for p in pairs], facs, item="item", seed_factor="seed", n_boot=200)
+        out[model] = {"estimable": True, "pairs": len(pairs), **res}
+    return out
