@@ -11,7 +11,6 @@ from tamperbench.errors import UserError
 from tamperbench.sleight.cli import app
 from tamperbench.store import RunStore
 
-pytestmark = pytest.mark.model
 
 ARGS = ["run", "--preset", "quick", "--questions", "2", "--words", "2", "--max-new-tokens", "32", "--device", "cpu"]
 
@@ -21,6 +20,7 @@ def _counts(run_dir):
         return store.count("sleight_trials"), store.count("sleight_clean"), store.rows("sleight_trials")
 
 
+@pytest.mark.model
 def test_run_resume_and_table(tmp_path):
     run_dir = tmp_path / "run"
     first = CliRunner().invoke(app, [*ARGS, "--out", str(run_dir)])
@@ -49,6 +49,7 @@ def test_run_resume_and_table(tmp_path):
     assert (run_dir / "tables.md").read_text().count("|") > 20
 
 
+# pure: refused before any model is loaded, so it belongs to the fast suite
 @pytest.mark.parametrize(
     "extra, field",
     [(["--questions", "0"], "--questions"), (["--max-new-tokens", "0"], "--max-new-tokens"),
@@ -60,6 +61,7 @@ def test_bad_input_is_a_user_error(tmp_path, extra, field):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.model
 def test_unproducible_trigger_warns_and_covers_nothing(tmp_path):
     run_dir = tmp_path / "run"
     res = CliRunner().invoke(app, ["run", "--questions", "1", "--words", "1", "--max-new-tokens", "8", "--device", "cpu",
