@@ -1,0 +1,145 @@
+"""``owmi score``, ``owmi probe`` and ``owmi known-positive``, added to the ``owmi`` typer app.
+
+``register(app)`` is called once from ``tamperbench/owmi/cli.py``; heavy imports stay inside the
+commands so ``tamperbench --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from tamperbench.errors import UserError
+
+
+def _range(text: str, field: str) -> tuple[int, int]:
+    try:
+        lo, hi = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise UserError(f"{field}: expected START:END (inclusive), got {text!r}") from None
+    return lo, hi
+
+
+def _spec(cls, field: str, **kw):
+    from pydantic import ValidationError
+
+    try:
+        return cls(**{k: v for k, v in kw.items() if v is not None})
+    except ValidationError as err:
+        e = err.errors()[0]
+        loc = ".".join(str(x) for x in e["loc"]) or field
+        raise UserError(f"{field}{'.' + loc if loc != field else ''}: {e['msg']}") from None
+
+
+def score_cmd(
+    runs: list[Path] = typer.Argument(..., help="OWMI run directories and anchor directories (owmi probe / known-positive)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write owmi_score.{md,csv,json} (default: FIRST_RUN/score)."),
+    boot: int = typer.Option(2000, "--boot", min=0, max=100000, help="Clustered-bootstrap replicates."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    dose_boot: int = typer.Option(100, "--dose-boot", min=0, max=10000, help="Replicates for the dose-response fit."),
+) -> None:
+    """Score runs: profile, detection, confidence, equivalence bound, anchors, claim verdicts."""
+    from rich.markdown import Markdown
+
+    from tamperbench.owmi.analysis.profile import score_runs
+    from tamperbench.owmi.analysis.render import save, to_markdown
+
+    result = score_runs(runs, n_boot=boot, seed=seed, dose_boot=dose_boot)
+    paths = save(result, out or Path(runs[0]) / "score")
+    Console(width=200).print(Markdown(to_markdown(result)))
+    Console(stderr=True).print(f"saved: {', '.join(str(p) for p in paths.values())}")
+
+
+def probe_cmd(
+    out: Path = typer.Option(..., "--out", help="Anchor run directory (pass it to owmi score)."),
+    model: str = typer.Option("embedded", "--model", "-m", help="Model spec."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or auto."),
+    layer: Optional[int] = typer.Option(None, "--layer", help="Intervened resid_post layer (default: mid-depth)."),
+    read_layers: Optional[str] = typer.Option(None, "--read-layers", help="Comma list (default: the site and every deeper layer)."),
+    items: int = typer.Option(96, "--items", help="Prompts (each: one sham and one intervention pass)."),
+    perm: int = typer.Option(200, "--perm", help="Label-shuffled refits per read-out layer."),
+    dose: float = typer.Option(8.0, "--dose", help="Norm of the added direction."),
+    seed: int = typer.Option(7, "--direction-seed", help="Seed of the added unit direction."),
+    new: bool = typer.Option(False, "--new", help="Replace an anchor run with a different spec."),
+) -> None:
+    """Linear-probe anchor: is the intervention linearly decodable at the site and downstream?"""
+    from tamperbench.models import load_backend
+    from tamperbench.owmi.analysis.anchor_store import save_anchor
+    from tamperbench.owmi.analysis.probe import ProbeSpec, describe_layer, run_probe_anchor
+
+    reads = None
+    if read_layers:
+        try:
+            reads = [int(x) for x in read_layers.split(",") if x.strip()]
+        except ValueError:
+            raise UserError(f"--read-layers: expected comma-separated integers, got {read_layers!r}") from None
+    spec = _spec(ProbeSpec, "probe", model=model, layer=layer, read_layers=reads, n_items=items, n_perm=perm,
+                 dose=dose, direction_seed=seed)
+    backend = load_backend(model, device=device)
+    result = run_probe_anchor(backend, spec)
+    save_anchor(out, spec, result, new=new)
+    con = Console()
+    con.print(f"linear probe at {result['site']} ({result['train_items']} train / {result['test_items']} test items, "
+              f"{spec.n_perm} label-shuffled refits; rule: {result['rule']})")
+    for row in result["layers"]:
+        con.print(f"  layer {row['read_layer']:>2}: {describe_layer(row)}; source rule (max |null| < 0.1, "
+                  f"mis-specified) {'passes' if row.get('source_rule_pass') else 'fails'}")
+    con.print(f"m_probe = {result['m_probe']:+.3f}; passes = {result['passes']}; "
+              f"{result['seconds']} s; saved -> {out}")
+
+
+PRESETS = {
+    "full": {},  # the source's counts: 400 training, 100 held-out directions
+    "test": {"train_seeds": (500000, 500011), "heldout_seeds": (900000, 900007), "epochs": 2, "accumulate": 4},
+}
+
+
+def known_positive_cmd(
+    out: Path = typer.Option(..., "--out", help="Anchor run directory (pass it to owmi score)."),
+    model: str = typer.Option("embedded", "--model", "-m", help="Model spec."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or auto."),
+    preset: str = typer.Option("full", "--preset", help="full (400 train / 100 held-out directions) or test (tiny)."),
+    layer: Optional[int] = typer.Option(None, "--layer", help="Intervened resid_post layer (default: mid-depth)."),
+    train_seeds: Optional[str] = typer.Option(None, "--train-seeds", help="START:END direction seeds for training."),
+    heldout_seeds: Optional[str] = typer.Option(None, "--heldout-seeds", help="START:END held-out direction seeds."),
+    epochs: Optional[int] = typer.Option(None, "--epochs"),
+    dose: Optional[float] = typer.Option(None, "--dose", help="Norm of the added direction."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
+    boot: int = typer.Option(2000, "--boot", min=0, help="Bootstrap replicates for the intervals."),
+    new: bool = typer.Option(False, "--new", help="Replace an anchor run with a different spec."),
+) -> None:
+    """Known-positive anchor: LoRA fine-tune to report the intervention; score on held-out directions."""
+    from tamperbench.models import load_backend
+    from tamperbench.owmi.analysis.anchor_store import save_anchor
+    from tamperbench.owmi.analysis.known_positive import KnownPositiveSpec, run_known_positive
+
+    if preset not in PRESETS:
+        raise UserError(f"--preset: must be one of {', '.join(PRESETS)}; got {preset!r}")
+    kw = dict(PRESETS[preset])
+    if train_seeds:
+        kw["train_seeds"] = _range(train_seeds, "--train-seeds")
+    if heldout_seeds:
+        kw["heldout_seeds"] = _range(heldout_seeds, "--heldout-seeds")
+    spec = _spec(KnownPositiveSpec, "known-positive", model=model, layer=layer, epochs=epochs, dose=dose,
+                 learning_rate=lr, **kw)
+    backend = load_backend(model, device=device)
+    result = run_known_positive(backend, spec, n_boot=boot, adapter_dir=Path(out) / "adapter")
+    save_anchor(out, spec, result, new=new)
+    t = result["training"]
+    Console().print(
+        f"known positive at {result['site']}: trained on {t['n_examples']} examples ({len(t['trained_seeds'])} directions, "
+        f"{t['steps']} steps, loss {t['loss_first']:.3f} -> {t['loss_last']:.3f}, {t['seconds']} s); held-out "
+        f"{result['n_heldout']} directions (disjoint: {result['disjoint']}): hits {result['hits']}/{result['n_heldout']}, "
+        f"false alarms {result['false_alarms']}/{result['n_heldout']}, d' = {result['dprime']['estimate']:.4f}, "
+        f"AUROC = {result['auroc']['estimate']:.4f} {tuple(round(x, 4) for x in result['auroc']['ci'])}, errors "
+        f"{result['errors']}/{result['n_trials']} (one-sided 95% bound {result['error_rate_upper95']:.4f}); "
+        f"passes = {result['passes']}; saved -> {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("score")(score_cmd)
+    app.command("probe")(probe_cmd)
+    app.command("known-positive")(known_positive_cmd)
