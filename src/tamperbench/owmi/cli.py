@@ -1,0 +1,56 @@
+"""``tamperbench owmi run``: Open-Weight Masked Introspection from the command line.
+
+Heavy imports (torch, transformers) happen inside the command, so ``tamperbench --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from tamperbench.errors import UserError
+
+app = typer.Typer(help="OWMI: intervene on internal objects; can the model report it beyond sham, random and observer?",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+
+
+@app.command("run")
+def run_cmd(
+    out: Path = typer.Option(..., "--out", help="Run directory (created; resumed when it holds the same spec)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Spec file (JSON); see examples/owmi_full.json."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="quick: embedded model, 3 built-in items, all conditions."),
+    new: bool = typer.Option(False, "--new", help="Discard what the run directory holds and start afresh."),
+) -> None:
+    """Run (or resume) an OWMI spec, then print the per-condition summary."""
+    from tamperbench.owmi.spec import PRESETS, load_spec
+
+    if (config is None) == (preset is None):
+        raise UserError("owmi run: give exactly one of --config FILE or --preset quick")
+    if preset is not None and preset not in PRESETS:
+        raise UserError(f"--preset: must be one of {', '.join(PRESETS)}; got {preset!r}")
+    spec = load_spec(config) if config is not None else PRESETS[preset]()
+    from tamperbench.owmi.runner import run
+    from tamperbench.owmi.summary import render
+
+    err = Console(stderr=True)
+    rep = run(spec, out, new=new, console=err)
+    err.print(f"{rep.written} records written, {rep.skipped_units} of {rep.units} units already stored, "
+              f"{rep.seconds:.1f}s -> {out}")
+    render(out, Console())
+
+
+@app.command("summary")
+def summary_cmd(run_dir: Path = typer.Argument(..., help="An OWMI run directory.")) -> None:
+    """Per track x scope x condition: runs, complete pairs with the intervention, parse rate, yes-rate, JS."""
+    from tamperbench.owmi.summary import render
+
+    render(run_dir, Console())
+
+
+# owmi score / probe / known-positive live in owmi/analysis (statistics helper); mounted here.
+from tamperbench.owmi.analysis.cli import register as _register_analysis  # noqa: E402
+
+_register_analysis(app)

@@ -1,0 +1,258 @@
+"""Execution of one OWMI unit: (cell, item, seed) through every condition, track, probe and scope.
+
+Why a unit is (cell, item, seed): everything paired shares it. The task prompt, the baseline
+answer, the treatment's divergence and the random direction are computed once; each condition's
+task prefix is prefilled once under its hook and its KV cache is cropped back and reused by every
+probe family and both scopes (pairs sharing a prefix up to the intervened positions reuse it).
+
+Protocol steps (Section 4): baseline pass and answer -> altered pass (JS from baseline, causal
+relevance on the gold answer) -> probes per track -> records. The observer reads only the
+visible record of the intervention run, with the third-person probe.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tamperbench.owmi import contexts as cx
+from tamperbench.owmi import forward as fw
+from tamperbench.owmi.conditions import (calibrate_norm, concept_direction, random_direction, random_target,
+                                         reference_activation, stable_seed)
+from tamperbench.owmi.objects import ObjectSpec, Target, resolve
+from tamperbench.owmi.operators import Intervention, OperatorSpec
+from tamperbench.owmi.probes import corrupted, parse, probe_text, rubric_flag, system_prompt
+
+MODEL_CONDITIONS = ("intervention", "sham", "random_unit", "random_matched")
+
+
+@dataclass
+class Cell:
+    model: str
+    benchmark: str
+    obj: ObjectSpec
+    op: OperatorSpec
+
+
+@dataclass
+class Unit:
+    """Everything one (cell, item, seed) shares across its conditions."""
+
+    cell: Cell
+    item: Any  # BenchItem
+    index: int  # item index within the benchmark (cycles the concept)
+    seed: int
+    target: Target
+    rtarget: Target
+    concept: str | None
+    direction: torch.Tensor | None
+    reference: torch.Tensor | None
+    u: torch.Tensor
+    task: cx.Context
+    base_ids: list[int]
+    norm_unit: float = 0.0
+    eta: float | None = None
+    match: tuple[float, float] | None = None
+    effects: dict[str, dict] = field(default_factory=dict)
+    gens: dict[str, tuple] = field(default_factory=dict)
+
+
+class Engine:
+    """One loaded model (and its observers) running units of a spec."""
+
+    def __init__(self, backend, spec, observers: list[tuple[str, Any]] | None = None):
+        self.b, self.spec, self.model = backend, spec, backend.model
+        self.system = system_prompt()
+        self.n_layers = int(self.model.config.num_hidden_layers)
+        self.eos = set(backend.eos_ids)
+        self.observers = observers or []
+        self._base: dict[str, tuple[list[int], str]] = {}
+        self._dirs: dict[tuple, torch.Tensor] = {}
+
+    # ------------------------------------------------------------------ preparation
+    def baseline(self, item, task: cx.Context) -> tuple[list[int], str]:
+        """The unaltered greedy task answer (teacher-forcing target of the JS divergence)."""
+        if item.id not in self._base:
+            cache = fw.new_cache(self.model)
+            logits = fw.feed(self.model, cache, task.ids, 0, None, "prefill")
+            ids, _ = fw.greedy(self.model, cache, logits, len(task.ids), self.spec.task_max_new_tokens, self.eos,
+                               None, "decode")
+            self._base[item.id] = (ids, self.b.tokenizer.decode(ids, skip_special_tokens=True))
+        return self._base[item.id]
+
+    def prepare(self, cell: Cell, item, index: int, seed: int) -> Unit:
+        target = resolve(self.model, cell.obj)
+        rtarget = random_target(self.model, target)
+        concept = direction = reference = None
+        if cell.op.name == "add":
+            cycle = self.spec.concept_cycle
+            concept = cycle[(index + seed) % len(cycle)]
+            key = (target.spec.label, concept)
+            if key not in self._dirs:
+                self._dirs[key] = concept_direction(self.b, target, concept)
+            direction = self._dirs[key]
+        if cell.op.name == "replace":
+            reference = reference_activation(self.b, target)
+        u = random_direction(rtarget.dim, stable_seed(seed, item.id, cell.obj.label, cell.op.name, cell.op.dose))
+        task = cx.task_context(self.b, item.prompt_text(), self.system, self.spec.positions)
+        base_ids, _ = self.baseline(item, task)
+        unit = Unit(cell, item, index, seed, target, rtarget, concept, direction, reference, u, task, base_ids)
+        unit.effects["intervention"] = self.effect(unit, "intervention")
+        unit.norm_unit = unit.effects["intervention"]["delta_norm"] or 1.0
+        return unit
+
+    def make_iv(self, unit: Unit, cond: str, declared: list[int], scope: str = "active") -> Intervention | None:
+        op, kw = unit.cell.op, dict(positions=declared, when=self.spec.when, scope=scope, seed=unit.seed)
+        if cond == "intervention":
+            return Intervention(unit.target, op.name, op.dose, direction=unit.direction, reference=unit.reference, **kw)
+        if cond == "sham":
+            return Intervention(unit.target, op.name, op.dose, direction=unit.direction, reference=unit.reference,
+                                identity=True, **kw)
+        if cond == "random_unit":
+            return Intervention(unit.rtarget, "add", unit.norm_unit, direction=unit.u, **kw)
+        if cond == "random_matched":
+            return Intervention(unit.rtarget, "add", unit.eta if unit.eta is not None else unit.norm_unit,
+                                direction=unit.u, **kw)
+        return None
+
+    def effect(self, unit: Unit, cond: str) -> dict:
+        """Teacher-forced JS over the task prompt + baseline answer, and the causal relevance of
+        the altered object for the gold answer (log-prob change, nats)."""
+        ids = unit.task.ids + unit.base_ids
+        iv = self.make_iv(unit, cond, unit.task.declared)
+        start = min(unit.task.declared) if unit.task.declared else 0
+        js_mean, js_max, n = fw.js_divergence(self.model, ids, start, iv, chunk=self.spec.js_chunk)
+        out = dict(js_mean=js_mean, js_max=js_max, js_positions=n, delta_norm=iv.mean_delta_norm)
+        if unit.item.answer:
+            gold = self.b.tokenizer(unit.item.answer, add_special_tokens=False)["input_ids"]
+            base = fw.answer_logprob(self.model, unit.task.ids, gold, None)
+            alt = fw.answer_logprob(self.model, unit.task.ids, gold, self.make_iv(unit, cond, unit.task.declared))
+            out.update(answer_logprob_base=base, answer_logprob_altered=alt, causal_effect=base - alt)
+        return out
+
+    def calibrate(self, units: list[Unit]) -> tuple[float, float, float, list]:
+        """Impact matching over the cell's units: one eta for the cell (Eq. 7 matches means)."""
+        target = sum(u.effects["intervention"]["js_mean"] for u in units) / len(units)
+
+        def mean_js(eta: float) -> float:
+            tot = 0.0
+            for u in units:
+                u.eta = eta
+                iv = self.make_iv(u, "random_matched", u.task.declared)
+                tot += fw.js_divergence(self.model, u.task.ids + u.base_ids, min(u.task.declared or [0]), iv,
+                                        chunk=self.spec.js_chunk)[0]
+            return tot / len(units)
+
+        start = sum(u.norm_unit for u in units) / len(units)
+        eta, achieved, trace = calibrate_norm(mean_js, target, start, self.spec.calibration_steps)
+        for u in units:
+            u.eta, u.match = eta, (target, achieved)
+        return eta, target, achieved, trace
+
+    # ------------------------------------------------------------------ probing
+    def _generate(self, cache, logits, start: int, iv, max_new: int) -> tuple[list[int], str, str]:
+        ids, fin = fw.greedy(self.model, cache, logits, start, max_new, self.eos, iv, "probe")
+        return ids, self.b.tokenizer.decode(ids, skip_special_tokens=True), fin
+
+    def task_generation(self, unit: Unit, cond: str):
+        """The task answered under the condition's hook, cache kept for the delayed tracks."""
+        if cond not in unit.gens:
+            iv = self.make_iv(unit, cond, unit.task.declared)
+            cache = fw.new_cache(self.model)
+            logits = fw.feed(self.model, cache, unit.task.ids, 0, iv, "prefill")
+            ids, _ = fw.greedy(self.model, cache, logits, len(unit.task.ids), self.spec.task_max_new_tokens,
+                               self.eos, iv, "decode")
+            if ids and ids[-1] not in self.eos:  # feed the last token so the cache holds the whole answer
+                fw.feed(self.model, cache, ids[-1:], len(unit.task.ids) + len(ids) - 1, iv, "decode")
+            unit.gens[cond] = (cache, ids, self.b.tokenizer.decode(ids, skip_special_tokens=True), iv)
+        return unit.gens[cond]
+
+    def _context(self, unit: Unit, track: str, family: str, cond: str) -> cx.Context:
+        text = probe_text(family, person="first", n_layers=self.n_layers)
+        task_text = unit.item.prompt_text()
+        if track == "A":
+            return cx.track_a(self.b, task_text, text, self.system, self.spec.positions)
+        if track == "B_visible":
+            return cx.track_b_visible(self.b, task_text, self.task_generation(unit, cond)[2], text, self.system,
+                                      self.spec.positions)
+        return cx.track_b_masked(self.b, text, self.system, self.spec.positions)
+
+    def probe_fresh(self, unit: Unit, track: str, cond: str, families, scopes, max_new: int) -> dict:
+        """Tracks A, B_visible, B_masked: prefix prefilled once per condition, reused (cropped)."""
+        out, prefix, cache, iv = {}, None, None, None
+        for fam in families:
+            ctx = self._context(unit, track, fam, cond)
+            if ctx.ids[: ctx.split] != prefix:
+                prefix = ctx.ids[: ctx.split]
+                iv = self.make_iv(unit, cond, ctx.declared)
+                cache = fw.new_cache(self.model)
+                fw.feed(self.model, cache, prefix, 0, iv, "prefill")
+            for scope in scopes:
+                fw.crop_to(cache, len(prefix))
+                if iv is not None:
+                    iv.scope = scope
+                logits = fw.feed(self.model, cache, ctx.ids[ctx.split:], len(prefix), iv, "probe")
+                resp = self._generate(cache, logits, len(ctx.ids), iv, max_new)
+                out[(fam, scope)] = (ctx.text, ctx.ids, ctx.declared, resp)
+            fw.crop_to(cache, len(prefix))
+        return out
+
+    def probe_delayed(self, unit: Unit, cond: str, families, scopes, max_new: int) -> dict:
+        """Tracks B_delayed and C: a later user turn on the task's own (perturbed) cache."""
+        cache, out_ids, out_text, iv = self.task_generation(unit, cond)
+        n = len(unit.task.ids) + len(out_ids)
+        out = {}
+        for fam in families:
+            person_text = probe_text(fam, person="first", n_layers=self.n_layers)
+            full, tail = cx.later_turn(self.b, unit.item.prompt_text(), out_text, person_text, self.system)
+            end_text = self.b.tokenizer.decode([out_ids[-1]]) if out_ids and out_ids[-1] in self.eos else ""
+            if end_text and tail.startswith(end_text):
+                tail = tail[len(end_text):]
+            tail_ids = self.b.tokenizer(tail, add_special_tokens=False)["input_ids"]
+            for scope in scopes:
+                fw.crop_to(cache, n)
+                if iv is not None:
+                    iv.scope = scope
+                logits = fw.feed(self.model, cache, tail_ids, n, iv, "probe")
+                resp = self._generate(cache, logits, n + len(tail_ids), iv, max_new)
+                ids = unit.task.ids + out_ids + tail_ids
+                declared = unit.task.declared if cond != "observer" else []
+                out[(fam, scope)] = (full, ids, declared, resp)
+        fw.crop_to(cache, n)
+        return out
+
+    def observe(self, backend, unit: Unit, track: str, family: str, max_new: int) -> tuple:
+        """Text-only observer: the visible record of the intervention run, third-person probe."""
+        task_text = unit.item.prompt_text()
+        if track == "A":
+            record = f"Task given to the model:\n{task_text}"
+        elif track == "B_masked":
+            record = "(the record is withheld)"
+        else:
+            record = f"Task given to the model:\n{task_text}\n\nThe model's answer:\n{self.task_generation(unit, 'intervention')[2]}"
+        text3 = probe_text(family, person="third", n_layers=self.n_layers)
+        msgs = cx.observer_prompt(record, text3)
+        ids = backend.chat_ids(msgs, system=self.system)
+        cache = fw.new_cache(backend.model)
+        logits = fw.feed(backend.model, cache, ids, 0, None, "prefill")
+        toks, fin = fw.greedy(backend.model, cache, logits, len(ids), max_new, set(backend.eos_ids), None, "probe")
+        return backend.chat_text(msgs, system=self.system), ids, text3, (toks, backend.tokenizer.decode(
+            toks, skip_special_tokens=True), fin)
+
+    def release(self, unit: Unit) -> None:
+        unit.gens.clear()
+
+
+def parsed_fields(family: str, response: str, n_layers: int) -> dict:
+    got = parse(family, response, n_layers=n_layers)
+    if family == "spontaneous":
+        got["rubric_flag"] = rubric_flag(response)
+    got["corrupted"] = corrupted(response)
+    return got
+
+
+def timer() -> float:
+    return time.perf_counter()

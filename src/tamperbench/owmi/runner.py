@@ -1,0 +1,220 @@
+"""Run (or resume) an OWMI spec into a run directory: plan units, execute, write records.
+
+Why keys computed before any compute: every record's key is the hash of its design coordinates
+(cell, item, seed, track, probe, scope, condition, observer), known from the spec alone, so a
+resumed run skips a unit whose records are all stored without loading anything for it. The
+impact-matched norm is calibrated once per cell and stored (``owmi_calibration``), so a resumed
+cell reuses it rather than re-calibrating over a different subset.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from tamperbench.errors import UserError
+from tamperbench.owmi.records import CALIBRATION_TABLE, RUNS_TABLE, OwmiCalibration, OwmiRun
+from tamperbench.owmi.spec import OwmiSpec
+from tamperbench.store import RunStore, trial_key
+
+
+@dataclass
+class RunReport:
+    written: int = 0
+    skipped_units: int = 0
+    units: int = 0
+    seconds: float = 0.0
+
+
+def load_items(benchmark: str, n: int):
+    if benchmark == "builtin":
+        from tamperbench.owmi.items import quick_items
+
+        return quick_items(-(-n // 3))[:n]
+    from tamperbench.bench.load import load
+
+    items = load(benchmark, hub=False).items
+    if not items:
+        raise UserError(f"benchmarks: {benchmark!r} has no items")
+    return items[:n]
+
+
+def _coords(spec: OwmiSpec, model: str, bench: str, obj, op, item, seed: int) -> dict:
+    return dict(model=model, benchmark=bench, object=obj.model_dump(mode="json"), operator=op.name, dose=op.dose,
+                item=item.id, seed=seed, positions=spec.positions, when=spec.when)
+
+
+def planned_keys(spec: OwmiSpec, coords: dict, observers: list[str]) -> list[tuple[str, str, dict]]:
+    """(key, pair_id, design fields) of every record a unit writes."""
+    out = []
+    for track in spec.tracks:
+        fams = ("spontaneous",) if track == "C" else spec.probes
+        for fam in fams:
+            for scope in spec.scopes:
+                pair = dict(coords, track=track, probe=fam, scope=scope)
+                pair_id = trial_key(pair)[:24]
+                for cond in spec.conditions:
+                    if cond != "observer":
+                        d = dict(condition=cond, observer_tier=None, observer_model=None)
+                        out.append((trial_key({**pair, **d}), pair_id, {**d, "track": track, "probe": fam, "scope": scope}))
+                        continue
+                    for tier, name in [(1, coords["model"]), *[(2, o) for o in observers]]:
+                        d = dict(condition=cond, observer_tier=tier, observer_model=name)
+                        out.append((trial_key({**pair, **d}), pair_id, {**d, "track": track, "probe": fam, "scope": scope}))
+    return out
+
+
+def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console | None = None) -> RunReport:
+    from tamperbench.models import load_backend
+    from tamperbench.owmi.engine import MODEL_CONDITIONS, Cell, Engine
+    from tamperbench.owmi.objects import resolve
+    from tamperbench.runs.progress import progress_bar
+
+    console = console or Console(stderr=True)
+    rep, t0 = RunReport(), time.perf_counter()
+    items = {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
+    with RunStore.open(out, spec, new=new) as store:
+        store.ensure_table(RUNS_TABLE, OwmiRun)
+        store.ensure_table(CALIBRATION_TABLE, OwmiCalibration)
+        have = store.keys(RUNS_TABLE)
+        for model in spec.models:
+            backend = load_backend(model, device=spec.device, dtype=spec.dtype)
+            for i, obj in enumerate(spec.objects):  # refuse a bad object before any compute
+                resolve(backend.model, obj, field=f"objects[{i}]")
+            observers = [(o, load_backend(o, device=spec.device, dtype=spec.dtype)) for o in spec.observer_models]
+            prov = store.put_provenance(backend.provenance)
+            eng = Engine(backend, spec, observers)
+            plan = [(b, obj, op, idx, it, seed) for b in spec.benchmarks for obj in spec.objects for op in spec.operators
+                    for idx, it in enumerate(items[b]) for seed in spec.seeds]
+            rep.units += len(plan)
+            with progress_bar("owmi", "{task.fields[what]}", unit="unit", console=console) as bar:
+                task = bar.add_task(model, total=len(plan), what="")
+                cells: dict[tuple, list] = {}
+                for b, obj, op, idx, it, seed in plan:
+                    cells.setdefault((b, obj.label, op.name, op.dose), []).append((b, obj, op, idx, it, seed))
+                for key, members in cells.items():
+                    todo = []
+                    for b, obj, op, idx, it, seed in members:
+                        keys = planned_keys(spec, _coords(spec, model, b, obj, op, it, seed), spec.observer_models)
+                        if all(k in have for k, _, _ in keys):
+                            rep.skipped_units += 1
+                            bar.advance(task)
+                        else:
+                            todo.append((Cell(model, b, obj, op), it, idx, seed, keys))
+                    if not todo:
+                        continue
+                    bar.update(task, what=f"{key[1]} {key[2]}={key[3]}: baseline + treatment")
+                    units = [(eng.prepare(c, it, idx, seed), keys) for c, it, idx, seed, keys in todo]
+                    if "random_matched" in spec.conditions:
+                        bar.update(task, what=f"{key[1]}: impact matching")
+                        _calibration(store, eng, spec, model, key, [u for u, _ in units])
+                    for unit, keys in units:
+                        bar.update(task, what=f"{unit.item.id}")
+                        for cond in MODEL_CONDITIONS:
+                            if cond in spec.conditions and cond not in unit.effects:
+                                unit.effects[cond] = eng.effect(unit, cond)
+                        recs = _execute(eng, spec, unit, keys, prov, backend, observers)
+                        rep.written += store.write(RUNS_TABLE, recs)
+                        eng.release(unit)
+                        bar.advance(task)
+        if spec.observer_classifier:
+            from tamperbench.owmi.observer_classifier import classifier_rows
+
+            rep.written += store.write(RUNS_TABLE, classifier_rows(store.rows(RUNS_TABLE)))
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _calibration(store, eng, spec, model, key, units) -> None:
+    cal_key = trial_key(dict(model=model, cell=list(key), items=sorted({u.item.id for u in units}),
+                             seeds=list(spec.seeds)))
+    stored = store.rows(CALIBRATION_TABLE, "WHERE key = ?", [cal_key])
+    if stored:
+        for u in units:
+            u.eta, u.match = stored[0]["eta"], (stored[0]["target_js"], stored[0]["achieved_js"])
+        return
+    eta, target, achieved, trace = eng.calibrate(units)
+    store.write(CALIBRATION_TABLE, [OwmiCalibration(
+        key=cal_key, provenance_id=eng.b.provenance_id, model=model, site=key[1], operator=key[2], dose=key[3],
+        seed=-1, item_id=",".join(sorted({u.item.id for u in units})), target_js=target, achieved_js=achieved,
+        eta=eta, iterations=len(trace), trace=trace)])
+
+
+def _execute(eng, spec, unit, keys, prov, backend, observers) -> list[OwmiRun]:
+    """Every record of one unit, in planned-key order."""
+    from tamperbench.owmi.engine import parsed_fields
+
+    res: dict[tuple, tuple] = {}
+    for track in spec.tracks:
+        fams = ("spontaneous",) if track == "C" else spec.probes
+        max_new = spec.reflection_max_new_tokens if track == "C" else spec.probe_max_new_tokens
+        for cond in (c for c in spec.conditions if c != "observer"):
+            t = time.perf_counter()
+            got = (eng.probe_delayed(unit, cond, fams, spec.scopes, max_new) if track in ("B_delayed", "C")
+                   else eng.probe_fresh(unit, track, cond, fams, spec.scopes, max_new))
+            dt = (time.perf_counter() - t) / max(len(got), 1)
+            for (fam, scope), v in got.items():
+                res[(track, fam, scope, cond, None)] = (*v, dt)
+        if "observer" in spec.conditions:
+            for tier, name, b in [(1, spec_model(unit), backend), *[(2, o, ob) for o, ob in observers]]:
+                for fam in fams:
+                    t = time.perf_counter()
+                    text, ids, probe3, resp = eng.observe(b, unit, track, fam, max_new)
+                    for scope in spec.scopes:
+                        res[(track, fam, scope, "observer", tier)] = (text, ids, [], resp, time.perf_counter() - t, probe3, name)
+    item, cell, op = unit.item, unit.cell, unit.cell.op
+    recs = []
+    for key, pair_id, d in keys:
+        got = res[(d["track"], d["probe"], d["scope"], d["condition"], d["observer_tier"])]
+        text, ids, declared, (toks, reply, fin), dt = got[:5]
+        cond = d["condition"]
+        probe = got[5] if cond == "observer" else _first_probe(eng, d["probe"])
+        eff = unit.effects.get(cond, {}) if cond != "observer" else {}
+        gen = unit.gens.get(cond) if cond != "observer" else None
+        task_out = gen[2] if gen else ("" if d["track"] == "A" else None)
+        cell_id = trial_key(dict(model=cell.model, benchmark=cell.benchmark, object=cell.obj.label, operator=op.name,
+                                 dose=op.dose, probe=d["probe"], track=d["track"]))[:24]
+        recs.append(OwmiRun(
+            key=key, provenance_id=prov, pair_id=pair_id, cell_id=cell_id, model=cell.model,
+            model_revision=(eng.b.provenance.revision or eng.b.provenance.sha256) if d["observer_tier"] != 2 else d["observer_model"],
+            dtype=str(eng.b.provenance.dtype), quantized=bool(eng.b.provenance.quantization),
+            temperature=spec.temperature, top_p=spec.top_p,
+            max_new_tokens=spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens,
+            benchmark=cell.benchmark, domain=item.domain, item_id=item.id,
+            item_provenance=json.dumps(item.provenance.model_dump(mode="json"), sort_keys=True), gold_answer=item.answer,
+            object_kind=cell.obj.kind, site=cell.obj.label, layer=cell.obj.layer, head=cell.obj.head,
+            sae_feature=cell.obj.feature, sae_path=cell.obj.sae_path, operator=op.name, dose=op.dose,
+            positions=spec.positions, when=spec.when, concept=unit.concept, seed=unit.seed, condition=cond,
+            hook_scope=d["scope"], track=d["track"], probe_family=d["probe"], probe_text=probe,
+            observer_tier=d["observer_tier"], observer_model=d["observer_model"], prompt_text=text, prompt_ids=ids,
+            intervened_positions=[] if cond in ("sham", "observer") else list(declared),
+            task_output=task_out, task_correct=_task_score(item, task_out), response=reply, finish_reason=fin,
+            true_category=item.domain, seconds=dt,
+            random_norm=(unit.norm_unit if cond == "random_unit" else unit.eta if cond == "random_matched" else None),
+            match_target_js=unit.match[0] if cond == "random_matched" and unit.match else None,
+            match_achieved_js=unit.match[1] if cond == "random_matched" and unit.match else None,
+            **{k: v for k, v in eff.items()},
+            **parsed_fields(d["probe"], reply, eng.n_layers)))
+    return recs
+
+
+def _first_probe(eng, fam: str) -> str:
+    from tamperbench.owmi.probes import probe_text
+
+    return probe_text(fam, person="first", n_layers=eng.n_layers)
+
+
+def _task_score(item, out: str | None) -> float | None:
+    if not out:
+        return None
+    from tamperbench.owmi.items import score_task
+
+    return score_task(item, out)
+
+
+def spec_model(unit) -> str:
+    return unit.cell.model

@@ -1,0 +1,131 @@
+"""The OWMI run spec (frozen) and its expansion into paired runs, plus the presets.
+
+Why one frozen spec: Appendix D requires the run specification to fix model revision, decoding,
+item identity, probe text, site, operator, dose, seed, condition and hook scope. The spec is the
+run directory's ``spec.json``; resuming with a different spec is refused by the store.
+
+Expansion (Appendix C.1): model x benchmark x object x (operator, dose) is the cell; each cell
+runs every item x seed, and each (item, seed) runs every track x probe x scope x condition. The
+conditions of one (cell, item, seed, track, probe, scope) share a ``pair_id``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tamperbench.errors import UserError
+from tamperbench.owmi.objects import ObjectSpec
+from tamperbench.owmi.operators import OperatorSpec, check_dose
+from tamperbench.owmi.records import CONDITIONS, TRACKS, Condition, Scope, Track
+
+Family = Literal["detection", "confidence", "localization", "characterization", "reconstruction"]
+
+
+class OwmiSpec(BaseModel):
+    """Everything that defines an OWMI run. See ``examples/owmi_full.json`` for every axis."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    suite: Literal["owmi"] = "owmi"
+    models: tuple[str, ...] = ("embedded",)
+    observer_models: tuple[str, ...] = Field(default=(), description="Tier-2 observers: other model specs.")
+    observer_classifier: bool = Field(default=True, description="Tier 3: TF-IDF + logistic regression on held-out visible outputs.")
+    benchmarks: tuple[str, ...] = ("builtin",)
+    items_per_benchmark: int = Field(default=3, ge=1)
+    objects: tuple[ObjectSpec, ...]
+    operators: tuple[OperatorSpec, ...]
+    concepts: tuple[str, ...] = Field(default=(), description="Concepts for 'add' directions, cycled over items; empty = all.")
+    positions: str = Field(default="task", description="'task' (the task text's tokens), 'last', or 'all'.")
+    when: Literal["prefill", "every_step"] = "prefill"
+    probes: tuple[Family, ...] = ("detection", "confidence", "localization", "characterization", "reconstruction")
+    tracks: tuple[Track, ...] = ("A",)
+    scopes: tuple[Scope, ...] = ("active", "lifted")
+    conditions: tuple[Condition, ...] = CONDITIONS
+    seeds: tuple[int, ...] = (0,)
+    temperature: float = 0.0
+    top_p: float = 1.0
+    task_max_new_tokens: int = Field(default=24, ge=1)
+    probe_max_new_tokens: int = Field(default=40, ge=1)
+    reflection_max_new_tokens: int = Field(default=48, ge=1)
+    calibration_steps: int = Field(default=10, ge=1)
+    js_chunk: int = Field(default=128, ge=1)
+    device: str = "auto"
+    dtype: str | None = None
+
+    @field_validator("positions")
+    @classmethod
+    def _positions(cls, v: str) -> str:
+        if v not in ("task", "last", "all"):
+            raise ValueError("must be 'task', 'last' or 'all'")
+        return v
+
+    @field_validator("temperature")
+    @classmethod
+    def _greedy(cls, v: float) -> float:
+        if v != 0.0:
+            raise ValueError("OWMI decodes deterministically (Section 6.1): temperature must be 0")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "OwmiSpec":
+        for i, op in enumerate(self.operators):
+            check_dose(op.name, op.dose, field=f"operators[{i}].dose")
+        if "intervention" not in self.conditions:
+            raise ValueError("conditions must include 'intervention' (every control is paired with it)")
+        from tamperbench.owmi.probes import concepts
+
+        for c in self.concepts:
+            if c not in concepts():
+                raise ValueError(f"concept {c!r} is not one of {', '.join(concepts())}")
+        for t in self.tracks:
+            if t not in TRACKS:
+                raise ValueError(f"track {t!r}")
+        return self
+
+    @property
+    def concept_cycle(self) -> tuple[str, ...]:
+        from tamperbench.owmi.probes import concepts
+
+        return self.concepts or tuple(concepts())
+
+
+def load_spec(path: str | Path) -> OwmiSpec:
+    """Read a spec file; every problem is one line naming the file and field."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"--config: {path} does not exist") from None
+    except ValueError as err:
+        raise UserError(f"--config: {path} is not valid JSON ({err})") from None
+    return parse_spec(data, str(path))
+
+
+def parse_spec(data: dict, where: str = "spec") -> OwmiSpec:
+    try:
+        return OwmiSpec.model_validate(data)
+    except ValidationError as err:
+        e = err.errors()[0]
+        loc = ".".join(str(x) for x in e["loc"]) or "spec"
+        raise UserError(f"{where}: {loc}: {e['msg']}") from None
+
+
+def quick_spec(**over) -> OwmiSpec:
+    """Quick preset: embedded model, 3 built-in items (one per domain), a concept injected into the
+    residual stream after a middle layer, both scopes, every condition, the full probe battery,
+    Track A and the genuinely delayed Track B. Minutes on 2 CPU cores."""
+    base = dict(
+        objects=[{"kind": "resid_post", "layer": 12}],
+        operators=[{"name": "add", "dose": 8.0}],
+        items_per_benchmark=3, tracks=["A", "B_delayed"], task_max_new_tokens=16, probe_max_new_tokens=24,
+        reflection_max_new_tokens=32, calibration_steps=8,
+    )
+    base.update(over)
+    return OwmiSpec.model_validate(base)
+
+
+PRESETS = {"quick": quick_spec}

@@ -1,0 +1,53 @@
+"""A descriptive per-condition summary of an OWMI run (the estimators live in owmi/analysis).
+
+Why here: after a run the user must see at once that the pairs are complete (intervention,
+sham, random, observer on the same items), the report-parse rate per cell and condition
+(Appendix D.3: numerator and denominator), the raw yes-rate (descriptive only: detection is the
+paired contrast), the impact match achieved, and the Track C sham false-alarm rate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from tamperbench.errors import UserError
+from tamperbench.owmi.records import RUNS_TABLE, analysable
+from tamperbench.store import RunStore
+
+SQL = f"""
+WITH iv AS (SELECT pair_id FROM "{RUNS_TABLE}" WHERE condition = 'intervention')
+SELECT track, hook_scope, condition, coalesce(observer_tier, 0) AS tier, count(*) AS runs,
+       count(*) FILTER (WHERE pair_id IN (SELECT pair_id FROM iv)) AS paired,
+       count(*) FILTER (WHERE parse_ok) AS parsed,
+       avg(CASE WHEN detected THEN 1.0 WHEN NOT detected THEN 0.0 END) AS yes_rate,
+       avg(CASE WHEN rubric_flag THEN 1.0 WHEN NOT rubric_flag THEN 0.0 END) AS rubric_rate,
+       avg(js_mean) AS js, avg(causal_effect) AS causal
+FROM "{RUNS_TABLE}" GROUP BY ALL ORDER BY track, hook_scope, condition, tier
+"""
+
+
+def render(run_dir: str | Path, console: Console) -> list[tuple]:
+    with RunStore.open_existing(run_dir, read_only=True) as store:
+        if store.spec_dict.get("suite") != "owmi" or not store.has_table(RUNS_TABLE):
+            raise UserError(f"{run_dir}: not an OWMI run (no {RUNS_TABLE} table)")
+        rows = store.con.execute(SQL).fetchall()
+        bad = sum(not analysable(r) for r in store.rows(RUNS_TABLE))
+        cal = store.rows("owmi_calibration") if store.has_table("owmi_calibration") else []
+    t = Table(title=f"OWMI {run_dir}: runs per track x scope x condition (observer tier in brackets)")
+    for c in ("track", "scope", "condition", "runs", "paired w/ intervention", "parsed", "yes-rate (descr.)",
+              "C rubric flag", "mean JS", "causal effect"):
+        t.add_column(c)
+    f = lambda x, d=3: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
+    for track, scope, cond, tier, runs, paired, parsed, yes, rub, js, ce in rows:
+        name = f"{cond} [{tier}]" if cond == "observer" else cond
+        t.add_row(track, scope, name, str(runs), str(paired), f"{parsed}/{runs}", f(yes, 2), f(rub, 2), f(js, 4), f(ce, 3))
+    console.print(t)
+    for c in cal:
+        console.print(f"impact matching {c['site']} {c['operator']}={c['dose']}: target mean JS {c['target_js']:.5f}, "
+                      f"achieved {c['achieved_js']:.5f} at norm {c['eta']:.3f} ({c['iterations']} evaluations)")
+    if bad:
+        console.print(f"[yellow]{bad} runs lack a field Appendix D requires and do not enter analysis[/yellow]")
+    return rows
