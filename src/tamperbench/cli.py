@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tamperbench.cli_options import DeviceOpt, DtypeOpt, ModelOpt, NewOpt
+from tamperbench.cli_options import ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt
 from tamperbench.errors import UserError
 
 app = typer.Typer(
@@ -97,6 +97,7 @@ def answer(
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Token budget.")] = 48,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = None,
+    chat_template: ChatTemplateOpt = None,
 ) -> None:
     """Answer one question greedily; print every token with its surprisal and entropy."""
     from tamperbench.models import load_backend
@@ -104,10 +105,14 @@ def answer(
 
     if max_new_tokens < 1:
         raise UserError(f"--max-new-tokens: must be at least 1, got {max_new_tokens}")
-    backend = load_backend(model, device=device, dtype=dtype)
+    backend = load_backend(model, device=device, dtype=dtype, chat_template=chat_template)
+    from tamperbench.models.protocols import ensure_fits
+
+    prompt = backend.chat_ids([{"role": "user", "content": question}])
+    ensure_fits(len(prompt), max_new_tokens, backend.max_context, "question")  # before any compute
     stats = answer_token_stats(backend, question, max_new_tokens=max_new_tokens)
     console.print(token_table(stats, f"{backend.provenance.source} ({backend.provenance.sha256[:12]}): {question}"))
-    console.print("answer: " + backend.tokenizer.decode([s.token_id for s in stats], skip_special_tokens=True))
+    console.print("answer: " + backend.decode([s.token_id for s in stats]))
 
 
 @app.command("run")
@@ -158,6 +163,10 @@ _mount_suites()
 from tamperbench.bench.cli import app as _bench_app  # noqa: E402  (typer + rich only at import)
 
 app.add_typer(_bench_app, name="bench", help="Benchmark adapters: list, check and score twelve public benchmarks.")
+# The OpenAI-compatible server (FastAPI/uvicorn are imported only when it starts).
+from tamperbench.serve.cli import serve as _serve  # noqa: E402
+
+app.command("serve")(_serve)
 
 
 def main() -> None:

@@ -112,3 +112,4 @@ def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | N
 for _scheme in LOCAL_SCHEMES:
     register_backend(_scheme, "tamperbench.models.loader:load_hf")
 register_backend("vllm", "tamperbench.models.vllm_backend:VLLMBackend", extra="vllm")
+register_backend("openai", "tamperbench.models.openai_compat:OpenAIBackend", extra="openai")

@@ -1,0 +1,1 @@
+"""An OpenAI-compatible server over a local backend (``tamperbench serve``)."""

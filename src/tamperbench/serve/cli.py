@@ -1,0 +1,60 @@
+"""``tamperbench serve``: an OpenAI-compatible server over a local model, on loopback by default."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from tamperbench.cli_options import DeviceOpt, DtypeOpt, ModelOpt
+from tamperbench.errors import UserError
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def serve(
+    model: ModelOpt = "embedded",
+    host: Annotated[str, typer.Option("--host", help="Interface to bind (loopback unless told otherwise).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port (0 = any free port; the chosen one is printed).")] = 8000,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the API key "
+                                                       "that every request must send as 'Authorization: Bearer KEY'.")] = None,
+    served_name: Annotated[Optional[str], typer.Option("--served-model-name", help="Model name clients ask for "
+                                                       "(default: the model spec).")] = None,
+    max_batch: Annotated[int, typer.Option("--max-batch", min=1, max=256, help="Concurrent requests decoded as one batch.")] = 16,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = None,
+) -> None:
+    """Serve /v1/models, /v1/chat/completions and /v1/completions over a local model."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port: must be 0 to 65535, got {port}")
+    api_key = None
+    if api_key_env is not None:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise UserError(f"--api-key-env: environment variable {api_key_env} is not set or empty")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        raise UserError(f"--host/--port: cannot bind {host}:{port} ({err.strerror or err})") from None
+    if host not in LOOPBACK:
+        print(f"warning: binding {host}: the server is reachable from other machines"
+              + ("" if api_key else " and has no API key (use --api-key-env)"), file=sys.stderr)
+
+    import uvicorn
+
+    from tamperbench.models import load_backend
+    from tamperbench.serve.app import create_app
+
+    backend = load_backend(model, device=device, dtype=dtype)
+    name = served_name or model
+    app = create_app(backend, model_name=name, api_key=api_key, max_batch=max_batch)
+    bound = sock.getsockname()[1]
+    print(f"serving {name} at http://{host}:{bound}/v1 (provenance {backend.provenance_id})", flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+    uvicorn.Server(config).run(sockets=[sock])
