@@ -1,0 +1,41 @@
+"""Anchor specs refuse bad input before any model is loaded (no model mark: pure)."""
+
+import pytest
+from pydantic import ValidationError
+
+from tamperbench.owmi.analysis.known_positive import KnownPositiveSpec
+from tamperbench.owmi.analysis.probe import ProbeSpec, _split
+from tamperbench.owmi.analysis.prompts import anchor_prompts
+
+
+def test_overlapping_seed_ranges_are_refused_when_the_spec_is_built():
+    with pytest.raises(ValidationError, match="overlap"):
+        KnownPositiveSpec(train_seeds=(100, 200), heldout_seeds=(200, 250))
+    with pytest.raises(ValidationError, match="below its start"):
+        KnownPositiveSpec(train_seeds=(10, 5))
+    s = KnownPositiveSpec()
+    assert not set(s.seeds("train")) & set(s.seeds("heldout"))
+    assert len(s.seeds("train")) == 400 and len(s.seeds("heldout")) == 100  # the source's counts
+
+
+def test_probe_spec_and_item_split():
+    with pytest.raises(ValidationError):
+        ProbeSpec(layer=10, read_layers=[9, 12])
+    train, test = _split(96, 0.25, seed=0)
+    assert len(train) == 72 and len(test) == 24 and not set(train) & set(test)  # 144 / 48 vectors
+
+
+def test_anchor_prompts_are_deterministic_and_distinct():
+    a = anchor_prompts(120, seed=3)
+    assert a == anchor_prompts(120, seed=3)
+    assert len({q for _, q in a}) == 120 and a[0][0] == "anchor-3-0"
+
+
+def test_cli_refuses_bad_seed_range_in_one_line():
+    from typer.testing import CliRunner
+
+    from tamperbench.errors import UserError
+    from tamperbench.owmi.cli import app
+
+    res = CliRunner().invoke(app, ["known-positive", "--out", "/tmp/x", "--train-seeds", "5:9", "--heldout-seeds", "8:12"])
+    assert isinstance(res.exception, UserError) and "overlap" in str(res.exception)
