@@ -13,4 +13,9 @@ DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help="float32 (CPU d
 BatchSizeOpt = Annotated[
     Optional[int], typer.Option("--batch-size", help="Cap on rows decoded together (default: chosen from free memory).")
 ]
+ChatTemplateOpt = Annotated[
+    Optional[str],
+    typer.Option("--chat-template", help="none (the raw prompt as a completion prompt, for base models) or a Jinja "
+                                        "chat template FILE; default: the model's own."),
+]
 NewOpt = Annotated[bool, typer.Option("--new", help="Replace an existing run in --out that has a different spec.")]
