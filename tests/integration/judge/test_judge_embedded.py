@@ -7,6 +7,7 @@ failures, verdicts and agreement derived, and a resumed run adding nothing.
 
 import pytest
 
+from tamperbench.judge.parse import parse_verdict
 from tamperbench.judge.prompt import LABELS
 from tamperbench.judge.runner import JudgeConfig, run_jury
 from tamperbench.judge.samples import SAMPLES, sample_rows, write_fixture_run
@@ -17,7 +18,9 @@ pytestmark = pytest.mark.model
 
 def test_embedded_judge_pipeline(tmp_path, embedded_backend):
     samples = SAMPLES[:2]  # the CPU is the limit: two replies exercise batching, retry and storage
-    run = write_fixture_run(tmp_path / "run", sample_rows(samples))
+    rows = sample_rows(samples)
+    replies = {r.key: r.reaction_text for r in rows}
+    run = write_fixture_run(tmp_path / "run", rows)
     cfg = JudgeConfig(max_new_tokens=16)
     summary = run_jury(run, ["embedded"], lambda spec: embedded_backend, cfg, show_progress=False)
     assert summary.n_judged == len(samples) and summary.new_votes == {"embedded": len(samples)}
@@ -33,7 +36,19 @@ def test_embedded_judge_pipeline(tmp_path, embedded_backend):
         assert v["prompt_text"] == embedded_backend.chat_text(
             [{"role": "user", "content": v["prompt_text"].split("<|im_start|>user\n", 1)[1].rsplit("<|im_end|>", 1)[0]}],
             system=v["prompt_text"].split("<|im_start|>system\n", 1)[1].split("<|im_end|>", 1)[0])
-        assert v["status"] in ("parsed", "parsed_on_retry", "partial", "unparsed")
+        # the status is what the stored texts say, re-read here by hand: a first answer that parses
+        # fully is "parsed"; otherwise the retry is read, and the attempt with more labels wins
+        # (a tie goes to the retry): full -> "parsed_on_retry", some -> "partial", none -> "unparsed"
+        reply = replies[v["trial_key"]]
+        first = parse_verdict(v["raw_text"], reply=reply)
+        if first.status == "parsed":
+            expected, final = "parsed", first
+        else:
+            second = parse_verdict(v["retry_text"], reply=reply)
+            final = second if second.n_labels >= first.n_labels else first
+            expected = {"parsed": "parsed_on_retry"}.get(final.status, final.status)
+        assert v["status"] == expected, (v["status"], v["raw_text"], v["retry_text"])
+        assert {k: v[k] for k in LABELS} == final.labels
         assert (v["attempts"] == 1) == (v["status"] == "parsed")
         assert (v["retry_text"] is None) == (v["attempts"] == 1)
         if v["status"] == "unparsed":
