@@ -5,6 +5,10 @@ several judges from distinct lineages and takes a majority per label. Each juror
 ``tamperbench.models.load_backend`` returns (duck-typed: ``generate_chat`` and ``provenance_id``),
 so an HTTP judge works the same way as a local one.
 
+A reasoning judge's trace (``<think>``, gpt-oss analysis channel) is stripped before its verdict is
+parsed (``tamperbench.reasoning``), so a JSON draft inside the trace is never read as the vote; the
+raw text, trace included, is stored with the vote.
+
 Two vote rules (``tamperbench.schema.jury_label``), named in every table that uses them:
 
 * ``abstain`` (default): per label, over the WHOLE jury of n judges, True when more than n/2 judges
@@ -23,6 +27,7 @@ from typing import Literal
 from tamperbench.judge.delimit import tokenizer_special_tokens
 from tamperbench.judge.parse import ParsedVerdict, better, parse_verdict
 from tamperbench.judge.prompt import Fence, JudgeInput, build_prompt, load_prompt_spec
+from tamperbench.reasoning import strip_reasoning
 from tamperbench.schema import JUDGE_LABELS as LABELS
 from tamperbench.schema import UnparsedRule, ignored_from, jury_label
 
@@ -65,7 +70,7 @@ def judge_items(backend: object, judge: str, items: Sequence[JudgeInput], *, max
     convs = [_conversation(p.user) for p in prompts]
     first = backend.generate_chat(convs, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed,
                                   system=spec.system, progress=progress)
-    parsed = [parse_verdict(g.text, reply=it.reply) for g, it in zip(first, items, strict=True)]
+    parsed = [parse_verdict(strip_reasoning(g.text), reply=it.reply) for g, it in zip(first, items, strict=True)]
 
     retry_idx = [i for i, p in enumerate(parsed) if p.status != "parsed"]
     retries: dict[int, tuple[object, ParsedVerdict]] = {}
@@ -75,7 +80,7 @@ def judge_items(backend: object, judge: str, items: Sequence[JudgeInput], *, max
         second = backend.generate_chat(retry_convs, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed,
                                        system=spec.system, progress=progress)
         for i, gen in zip(retry_idx, second, strict=True):
-            retries[i] = (gen, parse_verdict(gen.text, reply=items[i].reply))
+            retries[i] = (gen, parse_verdict(strip_reasoning(gen.text), reply=items[i].reply))
 
     votes: list[Vote] = []
     for i, (it, bp, gen, p1) in enumerate(zip(items, prompts, first, parsed, strict=True)):

@@ -20,17 +20,18 @@ _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
 def extract_answer(response: str) -> tuple[str | None, str | None]:
-    """(answer, why_none). Reasoning blocks go; an unclosed one means the model never answered.
+    """(answer, why_none). Reasoning goes (``tamperbench.reasoning``: ``<think>`` blocks, gpt-oss
+    channels); reasoning that never reached an answer means the model never answered.
 
     A response with a closing ``</think>`` but no opening tag (chat templates that open the
     block inside the prompt) keeps only the text after the last closing tag.
     """
-    text = _THINK_BLOCK.sub("", response)
-    if "<think>" in text:
+    from tamperbench.reasoning import split_reasoning
+
+    answer = split_reasoning(response).answer
+    if answer is None:
         return None, "unclosed_reasoning"
-    if "</think>" in text:
-        text = text.rsplit("</think>", 1)[1]
-    text = text.strip()
+    text = answer.strip()
     if not text:
         return None, "empty"
     return text, None

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tamperbench.reasoning import has_reasoning
 from tamperbench.store import Record, trial_key
 
 CLEAN_TABLE = "sleight_clean"
@@ -117,8 +118,12 @@ def trial_record_key(provenance_id: str, question_id: str, question: str, substi
 
 
 def has_thinking(text: str) -> bool:
-    """Whether a reasoning-trace marker appears (``<think>``, gpt-oss's analysis channel, ...)."""
-    return bool(_THINK.search(text))
+    """Whether a reasoning trace appears (``<think>``, gpt-oss's analysis channel, its glued form, ...).
+
+    Recorded, not stripped: Sleight of Word swaps and judges the whole reply, trace included, as the
+    reference implementation does.
+    """
+    return bool(_THINK.search(text)) or has_reasoning(text)
 
 
 def _word_re(triggers: tuple[str, ...] | list[str]) -> re.Pattern:
