@@ -13,7 +13,6 @@ Cases that need an unwritable place use ``/sys`` (sysfs refuses new files even t
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess

@@ -43,7 +43,7 @@ def test_failed_transaction_rolls_back(tmp_path):
         with pytest.raises(ZeroDivisionError):
             with store.transaction() as con:
                 con.execute('DELETE FROM "t"')
-                1 / 0  # a Python error inside the block rolls back too
+                raise ZeroDivisionError("a Python error inside the block rolls back too")
         assert store.count("t") == 3
 
 
