@@ -29,6 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tamperbench.errors import UserError
 
 
+BATCH = 16  # prompts per forward pass
+
+
 class ProbeSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -56,6 +59,8 @@ class ProbeSpec(BaseModel):
 
 def collect(backend, spec: ProbeSpec) -> dict:
     """Mean-pooled activations per read layer for sham and intervention passes of every item."""
+    import torch
+
     from tamperbench.owmi.analysis.intervene import intervention, unit_direction
     from tamperbench.owmi.analysis.prompts import anchor_prompts
 
@@ -71,16 +76,22 @@ def collect(backend, spec: ProbeSpec) -> dict:
     direction = unit_direction(spec.direction_seed, int(model.config.hidden_size))
     items = anchor_prompts(spec.n_items, spec.item_seed)
     feats = {r: np.zeros((2, len(items), int(model.config.hidden_size)), dtype=np.float32) for r in reads}
-    prompts = []
-    for i, (_, question) in enumerate(items):
-        ids = backend.chat_ids([{"role": "user", "content": question}])
-        prompts.append(backend.decode(ids, skip_special_tokens=False))
+    all_ids = [backend.chat_ids([{"role": "user", "content": q}]) for _, q in items]
+    prompts = [backend.decode(ids, skip_special_tokens=False) for ids in all_ids]
+    for start in range(0, len(items), BATCH):
+        chunk = all_ids[start:start + BATCH]
+        width = max(map(len, chunk))
+        # right padding: under causal attention a pad after the prompt cannot change the prompt's
+        # activations, and pooling below uses each row's real positions only
+        batch = torch.tensor([ids + [backend.pad_id] * (width - len(ids)) for ids in chunk])
+        mask = torch.tensor([[1.0] * len(ids) + [0.0] * (width - len(ids)) for ids in chunk])[:, :, None]
         for cond in (0, 1):  # 0 sham, 1 intervention
             iv = intervention(model, layer, dose=spec.dose, direction=direction, sham=cond == 0)
             with backend.hooks(iv.hook_pairs()):
-                acts = backend.capture(sites, ids)
+                acts = backend.capture(sites, batch)
             for r, s in zip(reads, sites):
-                feats[r][cond, i] = acts[s][0].float().mean(dim=0).numpy()
+                pooled = (acts[s].float() * mask).sum(dim=1) / mask.sum(dim=1)
+                feats[r][cond, start:start + len(chunk)] = pooled.numpy()
     return {"layer": layer, "reads": reads, "items": items, "prompts": prompts, "features": feats,
             "direction_norm": 1.0}
 

@@ -1,0 +1,61 @@
+"""The two sensitivity anchors on the real embedded model (SmolLM2-135M), small presets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from tamperbench.errors import UserError
+
+pytestmark = pytest.mark.model
+
+
+def test_probe_features_are_padding_invariant_and_the_probe_beats_its_null(embedded_backend):
+    from tamperbench.owmi.analysis.intervene import intervention, unit_direction
+    from tamperbench.owmi.analysis.probe import ProbeSpec, collect, fit_layer, _split
+
+    spec = ProbeSpec(n_items=24, read_layers=[15, 29], n_perm=30, test_fraction=0.5)
+    data = collect(embedded_backend, spec)
+    assert data["layer"] == 15  # mid-depth of 30 layers
+    # the batched, right-padded pooling equals one unpadded pass of the shortest prompt
+    lens = [len(embedded_backend.chat_ids([{"role": "user", "content": q}])) for _, q in data["items"][:16]]
+    k = int(np.argmin(lens))
+    ids = embedded_backend.chat_ids([{"role": "user", "content": data["items"][k][1]}])
+    iv = intervention(embedded_backend.model, 15, dose=spec.dose, direction=unit_direction(spec.direction_seed, 576), sham=False)
+    with embedded_backend.hooks(iv.hook_pairs()):
+        alone = embedded_backend.capture(["resid_post.29"], ids)["resid_post.29"][0].float().mean(0).numpy()
+    assert np.allclose(data["features"][29][1, k], alone, rtol=1e-4, atol=1e-3)
+    # the intervention changes the captured activation at the site; the sham leaves it as is
+    f = data["features"][15]
+    assert np.linalg.norm(f[1] - f[0], axis=1).mean() > 1.0
+    train, test = _split(24, 0.5, 0)
+    res = fit_layer(f[0], f[1], train, test, n_perm=30, quantile=0.95, seed=0)
+    assert res["n_test"] == 24 and res["accuracy"] > res["null_quantile"] + 0.5
+    assert res["passes"] is True and len(res["null_band"]) == 2
+
+
+def test_known_positive_trains_scores_heldout_and_rechecks_disjointness(embedded_backend):
+    from tamperbench.owmi.analysis.known_positive import KnownPositiveSpec, evaluate, train
+    from tamperbench.owmi.analysis.threads import idle_core_threads
+    from tamperbench.stats.intervals import error_rate_upper_bound
+    from tamperbench.stats.sdt import dprime_counts
+
+    spec = KnownPositiveSpec(train_seeds=(500000, 500015), heldout_seeds=(900000, 900011), epochs=2)
+    with idle_core_threads():
+        model, record = train(embedded_backend, spec)
+        assert record["trained_seeds"] == list(range(500000, 500016)) and record["n_examples"] == 32
+        assert any(p.requires_grad for p in model.parameters())
+        res = evaluate(embedded_backend, spec, model, record, n_boot=200)
+        bad = {**record, "trained_seeds": record["trained_seeds"] + [900003]}
+        with pytest.raises(UserError, match="used in training"):
+            evaluate(embedded_backend, spec, model, bad, n_boot=10)
+    assert res["n_heldout"] == 12 and res["disjoint"] == {"at_spec": True, "at_evaluation": True}
+    assert res["dprime"]["estimate"] == pytest.approx(dprime_counts(res["hits"], 12, res["false_alarms"], 12))
+    assert res["errors"] == (12 - res["hits"]) + res["false_alarms"]
+    assert res["error_rate_upper95"] == pytest.approx(error_rate_upper_bound(res["errors"], 24))
+    assert 0.0 <= res["auroc"]["estimate"] <= 1.0
+    # the shared backend's model was not touched by peft (training used a copy)
+    assert not any("lora" in n for n, _ in embedded_backend.model.named_parameters())
+    print("known-positive test preset:", {k: res[k] for k in ("hits", "false_alarms", "errors")},
+          res["dprime"]["estimate"], res["auroc"]["estimate"], record["loss_first"], record["loss_last"])
