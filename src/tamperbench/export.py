@@ -62,6 +62,7 @@ def export_run(run_dir: Path, fmt: str, out: Path, table: str | None = None) -> 
         if not tables:
             raise UserError(f"{run_dir}: the run has no records to export")
         targets = [(name, _target(out, name, fmt, len(tables) > 1)) for name in tables]
+        all_tables = set(store.tables())
         written = []
         for name, target in targets:
             try:
@@ -71,7 +72,7 @@ def export_run(run_dir: Path, fmt: str, out: Path, table: str | None = None) -> 
             if target.is_dir():
                 raise UserError(f"--out: {target} is a directory; give a file name")
             ident = quote_ident(name)
-            if "provenance_id" in store.column_types(name):
+            if "provenance_id" in store.column_types(name) and "provenance" in all_tables:
                 query = (f"SELECT r.*, p.record AS provenance FROM {ident} r "
                          "LEFT JOIN provenance p ON p.id = r.provenance_id ORDER BY r.key")
             else:
@@ -80,6 +81,8 @@ def export_run(run_dir: Path, fmt: str, out: Path, table: str | None = None) -> 
                 store.con.execute(f"COPY ({query}) TO $target ({_OPTIONS[fmt]})", {"target": str(target)})
             except duckdb.IOException as err:
                 raise UserError(f"--out: cannot write {target} ({str(err).splitlines()[0]})") from None
+            except duckdb.Error as err:  # a damaged or hand-edited run database: say which table
+                raise UserError(f"{run_dir}: cannot export table {name!r} ({str(err).splitlines()[0]})") from None
             written.append((name, target, store.count(name)))
         return written
     finally:
