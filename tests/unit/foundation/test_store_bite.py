@@ -111,3 +111,66 @@ def test_quote_ident_and_canonical_json_by_hand():
     assert quote_ident('we"ird') == '"we""ird"' and quote_ident("plain") == '"plain"'
     assert canonical_json({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'
     assert trial_key({"b": 1, "a": 2}) == trial_key({"a": 2, "b": 1}) != trial_key({"a": 2, "b": 2})
+
+
+# ------------------------------------------------------------------ the writer lock (store/lock.py)
+def test_lock_is_reentrant_in_process_and_released_at_the_last_close(tmp_path):
+    import os
+
+    from tamperbench.store import lock
+
+    run = tmp_path / "run"
+    k1 = lock.acquire(run)
+    k2 = lock.acquire(run)
+    assert k1 == k2 == str(run.resolve())
+    assert (run / lock.LOCK_FILE).read_text() == f"{os.getpid()}\n"
+    lock.release(k1)
+    assert lock._held[k1][1] == 1  # still held once
+    lock.release(k2)
+    assert k1 not in lock._held and (run / lock.LOCK_FILE).read_text() == ""  # pid cleared on release
+    lock.release(k1)  # releasing what is not held is a no-op
+
+
+def test_lock_refuses_a_second_holder_naming_its_pid(tmp_path):
+    import fcntl
+    import os
+
+    from tamperbench.errors import UserError
+    from tamperbench.store import lock
+
+    run = tmp_path / "run"
+    run.mkdir()
+    fd = os.open(run / lock.LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    os.write(fd, b"4242\n")
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: flock conflicts even in-process
+    try:
+        with pytest.raises(UserError, match=r"another process \(pid 4242\) is writing this run"):
+            lock.acquire(run)
+        assert str(run.resolve()) not in lock._held
+    finally:
+        os.close(fd)
+    lock.release(lock.acquire(run))  # free again once the holder closed
+
+
+def test_lock_on_a_file_or_unwritable_place_is_one_line(tmp_path):
+    from tamperbench.errors import UserError
+    from tamperbench.store import lock
+
+    f = tmp_path / "plain"
+    f.write_text("x")
+    with pytest.raises(UserError, match="cannot write here"):
+        lock.acquire(f)  # mkdir on an existing file
+    with pytest.raises(UserError, match="cannot write here"):
+        lock.acquire(f / "sub")
+
+
+def test_move_aside_moves_only_what_exists(tmp_path):
+    from tamperbench.store import lock
+
+    run = tmp_path / "run"
+    run.mkdir()
+    assert lock.move_aside(run, ("a", "b")) is None
+    (run / "a").write_text("old a")
+    target = lock.move_aside(run, ("a", "b"))
+    assert target.parent == run / lock.SUPERSEDED_DIR and (target / "a").read_text() == "old a"
+    assert not (run / "a").exists() and not (target / "b").exists()
