@@ -58,6 +58,8 @@ class Unit:
     match: tuple[float, float] | None = None
     effects: dict[str, dict] = field(default_factory=dict)
     gens: dict[str, tuple] = field(default_factory=dict)
+    base_chunks: list | None = None  # baseline teacher-forced log-probs, shared by every condition's JS
+    base_answer_lp: float | None = None
 
 
 class Engine:
@@ -124,11 +126,16 @@ class Engine:
         ids = unit.task.ids + unit.base_ids
         iv = self.make_iv(unit, cond, unit.task.declared)
         start = min(unit.task.declared) if unit.task.declared else 0
-        js_mean, js_max, n = fw.js_divergence(self.model, ids, start, iv, chunk=self.spec.js_chunk)
+        if unit.base_chunks is None:
+            unit.base_chunks = list(fw.distributions(self.model, ids, start, None, self.spec.js_chunk))
+        js_mean, js_max, n = fw.js_divergence(self.model, ids, start, iv, chunk=self.spec.js_chunk,
+                                              baseline=unit.base_chunks)
         out = dict(js_mean=js_mean, js_max=js_max, js_positions=n, delta_norm=iv.mean_delta_norm)
         if unit.item.answer:
             gold = self.b.tokenizer(unit.item.answer, add_special_tokens=False)["input_ids"]
-            base = fw.answer_logprob(self.model, unit.task.ids, gold, None)
+            if unit.base_answer_lp is None:
+                unit.base_answer_lp = fw.answer_logprob(self.model, unit.task.ids, gold, None)
+            base = unit.base_answer_lp
             alt = fw.answer_logprob(self.model, unit.task.ids, gold, self.make_iv(unit, cond, unit.task.declared))
             out.update(answer_logprob_base=base, answer_logprob_altered=alt, causal_effect=base - alt)
         return out
@@ -143,7 +150,7 @@ class Engine:
                 u.eta = eta
                 iv = self.make_iv(u, "random_matched", u.task.declared)
                 tot += fw.js_divergence(self.model, u.task.ids + u.base_ids, min(u.task.declared or [0]), iv,
-                                        chunk=self.spec.js_chunk)[0]
+                                        chunk=self.spec.js_chunk, baseline=u.base_chunks)[0]
             return tot / len(units)
 
         start = sum(u.norm_unit for u in units) / len(units)
@@ -165,7 +172,7 @@ class Engine:
             logits = fw.feed(self.model, cache, unit.task.ids, 0, iv, "prefill")
             ids, _ = fw.greedy(self.model, cache, logits, len(unit.task.ids), self.spec.task_max_new_tokens,
                                self.eos, iv, "decode")
-            if ids and ids[-1] not in self.eos:  # feed the last token so the cache holds the whole answer
+            if ids:  # greedy never feeds its last token (EOS included): feed it so the cache holds the answer
                 fw.feed(self.model, cache, ids[-1:], len(unit.task.ids) + len(ids) - 1, iv, "decode")
             unit.gens[cond] = (cache, ids, self.b.tokenizer.decode(ids, skip_special_tokens=True), iv)
         return unit.gens[cond]
@@ -180,30 +187,69 @@ class Engine:
                                       self.spec.positions)
         return cx.track_b_masked(self.b, text, self.system, self.spec.positions)
 
-    def probe_fresh(self, unit: Unit, track: str, cond: str, families, scopes, max_new: int) -> dict:
-        """Tracks A, B_visible, B_masked: prefix prefilled once per condition, reused (cropped)."""
-        out, prefix, cache, iv = {}, None, None, None
+    def _row_group(self, unit: Unit, rows: list[tuple[str, str]], declared: list[int]) -> fw.IvGroup:
+        """One row-targeted intervention per (condition, scope) batch row."""
+        ivs = []
+        for i, (cond, scope) in enumerate(rows):
+            iv = self.make_iv(unit, cond, declared, scope)
+            if iv is not None:
+                iv.rows = [i]
+                ivs.append(iv)
+        return fw.IvGroup(ivs)
+
+    def probe_fresh(self, unit: Unit, track: str, conds, families, scopes, max_new: int) -> dict:
+        """Tracks A and B_masked: the context does not depend on the condition, so the conditions
+        x scopes of the item run as rows of one batch, each row under its own row-targeted hook;
+        the prefix is prefilled once and its cache cropped back and reused by every probe family."""
+        rows = [(c, s) for c in conds for s in scopes]
+        out, prefix, cache, group = {}, None, None, None
         for fam in families:
-            ctx = self._context(unit, track, fam, cond)
+            ctx = self._context(unit, track, fam, conds[0])
             if ctx.ids[: ctx.split] != prefix:
                 prefix = ctx.ids[: ctx.split]
-                iv = self.make_iv(unit, cond, ctx.declared)
+                group = self._row_group(unit, rows, ctx.declared)
                 cache = fw.new_cache(self.model)
-                fw.feed(self.model, cache, prefix, 0, iv, "prefill")
-            for scope in scopes:
-                fw.crop_to(cache, len(prefix))
-                if iv is not None:
-                    iv.scope = scope
-                logits = fw.feed(self.model, cache, ctx.ids[ctx.split:], len(prefix), iv, "probe")
-                resp = self._generate(cache, logits, len(ctx.ids), iv, max_new)
-                out[(fam, scope)] = (ctx.text, ctx.ids, ctx.declared, resp)
+                fw.feed_rows(self.model, cache, torch.tensor([prefix] * len(rows)), 0, group, "prefill")
             fw.crop_to(cache, len(prefix))
+            logits = fw.feed_rows(self.model, cache, torch.tensor([ctx.ids[ctx.split:]] * len(rows)), len(prefix),
+                                  group, "probe")
+            got = fw.greedy_rows(self.model, cache, logits, len(ctx.ids), max_new, self.eos, group, "probe")
+            for (cond, scope), (ids, fin) in zip(rows, got):
+                text = self.b.tokenizer.decode(ids, skip_special_tokens=True)
+                out[(cond, fam, scope)] = (ctx.text, ctx.ids, ctx.declared, (ids, text, fin))
+        return out
+
+    def probe_visible(self, unit: Unit, cond: str, families, scopes, max_new: int) -> dict:
+        """Track B_visible: each condition reads its own task output, so contexts differ in length
+        between conditions; the scopes of one condition share a batch."""
+        rows = [(cond, s) for s in scopes]
+        out, prefix, cache, group = {}, None, None, None
+        for fam in families:
+            ctx = self._context(unit, "B_visible", fam, cond)
+            if ctx.ids[: ctx.split] != prefix:
+                prefix = ctx.ids[: ctx.split]
+                group = self._row_group(unit, rows, ctx.declared)
+                cache = fw.new_cache(self.model)
+                fw.feed_rows(self.model, cache, torch.tensor([prefix] * len(rows)), 0, group, "prefill")
+            fw.crop_to(cache, len(prefix))
+            logits = fw.feed_rows(self.model, cache, torch.tensor([ctx.ids[ctx.split:]] * len(rows)), len(prefix),
+                                  group, "probe")
+            got = fw.greedy_rows(self.model, cache, logits, len(ctx.ids), max_new, self.eos, group, "probe")
+            for (_, scope), (ids, fin) in zip(rows, got):
+                out[(cond, fam, scope)] = (ctx.text, ctx.ids, ctx.declared,
+                                           (ids, self.b.tokenizer.decode(ids, skip_special_tokens=True), fin))
         return out
 
     def probe_delayed(self, unit: Unit, cond: str, families, scopes, max_new: int) -> dict:
-        """Tracks B_delayed and C: a later user turn on the task's own (perturbed) cache."""
-        cache, out_ids, out_text, iv = self.task_generation(unit, cond)
+        """Tracks B_delayed and C: a later user turn on the task's own (perturbed) cache. The task
+        row is repeated once per scope, each copy probed under its own scope."""
+        cache, out_ids, out_text, _iv = self.task_generation(unit, cond)
         n = len(unit.task.ids) + len(out_ids)
+        rows = [(cond, s) for s in scopes]
+        if cache.get_seq_length() and getattr(cache, "_owmi_rows", 1) != len(rows):
+            cache.batch_repeat_interleave(len(rows))
+            cache._owmi_rows = len(rows)
+        group = self._row_group(unit, rows, unit.task.declared)
         out = {}
         for fam in families:
             person_text = probe_text(fam, person="first", n_layers=self.n_layers)
@@ -212,15 +258,12 @@ class Engine:
             if end_text and tail.startswith(end_text):
                 tail = tail[len(end_text):]
             tail_ids = self.b.tokenizer(tail, add_special_tokens=False)["input_ids"]
-            for scope in scopes:
-                fw.crop_to(cache, n)
-                if iv is not None:
-                    iv.scope = scope
-                logits = fw.feed(self.model, cache, tail_ids, n, iv, "probe")
-                resp = self._generate(cache, logits, n + len(tail_ids), iv, max_new)
-                ids = unit.task.ids + out_ids + tail_ids
-                declared = unit.task.declared if cond != "observer" else []
-                out[(fam, scope)] = (full, ids, declared, resp)
+            fw.crop_to(cache, n)
+            logits = fw.feed_rows(self.model, cache, torch.tensor([tail_ids] * len(rows)), n, group, "probe")
+            got = fw.greedy_rows(self.model, cache, logits, n + len(tail_ids), max_new, self.eos, group, "probe")
+            for (_, scope), (ids, fin) in zip(rows, got):
+                out[(cond, fam, scope)] = (full, unit.task.ids + out_ids + tail_ids, unit.task.declared,
+                                           (ids, self.b.tokenizer.decode(ids, skip_special_tokens=True), fin))
         fw.crop_to(cache, n)
         return out
 

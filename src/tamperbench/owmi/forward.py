@@ -81,6 +81,53 @@ def greedy(model, cache, last_logits: torch.Tensor, start: int, max_new: int, eo
     return out, "length"
 
 
+class IvGroup:
+    """Several row-targeted interventions driven as one (the conditions of an item as batch rows)."""
+
+    def __init__(self, ivs: Sequence[Intervention | None]):
+        self.ivs = [iv for iv in ivs if iv is not None]
+
+    def __setattr__(self, name, value):
+        if name in ("phase", "offset", "scope"):
+            for iv in self.ivs:
+                setattr(iv, name, value)
+        object.__setattr__(self, name, value)
+
+    def hook_pairs(self):
+        return [p for iv in self.ivs for p in iv.hook_pairs()]
+
+
+@torch.inference_mode()
+def feed_rows(model, cache, ids: torch.Tensor, start: int, iv, phase: str) -> torch.Tensor:
+    """Feed a (rows, n) block of ids; returns the last position's float32 logits (rows, V)."""
+    if iv is not None:
+        iv.phase, iv.offset = phase, start
+    with _hooks(model, iv):
+        out = model(input_ids=ids.to(next(model.parameters()).device), use_cache=True, logits_to_keep=1,
+                    **{_cache_kw(model): cache})
+    return out.logits[:, -1].float()
+
+
+@torch.inference_mode()
+def greedy_rows(model, cache, logits: torch.Tensor, start: int, max_new: int, eos: set[int], iv,
+                phase: str) -> list[tuple[list[int], str]]:
+    """Greedy decoding of equal-length rows in lock step (no padding needed: every row has the
+    same length at every step). A finished row keeps being fed but its tokens are not kept."""
+    rows = logits.shape[0]
+    outs: list[list[int]] = [[] for _ in range(rows)]
+    done = [False] * rows
+    for k in range(max_new):
+        toks = logits.argmax(-1)
+        for r in range(rows):
+            if not done[r]:
+                outs[r].append(int(toks[r]))
+                done[r] = int(toks[r]) in eos
+        if all(done) or k == max_new - 1:
+            break
+        logits = feed_rows(model, cache, toks[:, None], start + k, iv, phase)
+    return [(o, "eos" if o and o[-1] in eos else "length") for o in outs]
+
+
 @torch.inference_mode()
 def distributions(model, ids: Sequence[int], start: int, iv: Intervention | None,
                   chunk: int = 128) -> Iterator[torch.Tensor]:
@@ -115,11 +162,14 @@ def js_rows(lp: torch.Tensor, lq: torch.Tensor) -> torch.Tensor:
 
 
 def js_divergence(model, ids: Sequence[int], start: int, iv: Intervention,
-                  chunk: int = 128) -> tuple[float, float, int]:
+                  chunk: int = 128, baseline: list[torch.Tensor] | None = None) -> tuple[float, float, int]:
     """Appendix C.2, Eq. 6: mean and max JS between the baseline and intervened teacher-forced
-    next-token distributions at positions >= ``start``; returns (mean, max, positions)."""
+    next-token distributions at positions >= ``start``; returns (mean, max, positions).
+    ``baseline``: the baseline chunks already computed (several conditions share them); by
+    default they are streamed alongside, so memory stays one chunk x vocabulary."""
     total, peak, n = 0.0, 0.0, 0
-    for lp, lq in zip(distributions(model, ids, start, None, chunk), distributions(model, ids, start, iv, chunk)):
+    base = baseline if baseline is not None else distributions(model, ids, start, None, chunk)
+    for lp, lq in zip(base, distributions(model, ids, start, iv, chunk)):
         js = js_rows(lp, lq)
         total += float(js.sum())
         peak = max(peak, float(js.max()))

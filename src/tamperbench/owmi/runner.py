@@ -152,13 +152,17 @@ def _execute(eng, spec, unit, keys, prov, backend, observers) -> list[OwmiRun]:
     for track in spec.tracks:
         fams = ("spontaneous",) if track == "C" else spec.probes
         max_new = spec.reflection_max_new_tokens if track == "C" else spec.probe_max_new_tokens
-        for cond in (c for c in spec.conditions if c != "observer"):
-            t = time.perf_counter()
-            got = (eng.probe_delayed(unit, cond, fams, spec.scopes, max_new) if track in ("B_delayed", "C")
-                   else eng.probe_fresh(unit, track, cond, fams, spec.scopes, max_new))
-            dt = (time.perf_counter() - t) / max(len(got), 1)
-            for (fam, scope), v in got.items():
-                res[(track, fam, scope, cond, None)] = (*v, dt)
+        conds = [c for c in spec.conditions if c != "observer"]
+        t = time.perf_counter()
+        got: dict = {}
+        if track in ("A", "B_masked"):
+            got.update(eng.probe_fresh(unit, track, conds, fams, spec.scopes, max_new))
+        for cond in conds if track not in ("A", "B_masked") else []:
+            got.update(eng.probe_delayed(unit, cond, fams, spec.scopes, max_new) if track in ("B_delayed", "C")
+                       else eng.probe_visible(unit, cond, fams, spec.scopes, max_new))
+        dt = (time.perf_counter() - t) / max(len(got), 1)
+        for (cond, fam, scope), v in got.items():
+            res[(track, fam, scope, cond, None)] = (*v, dt)
         if "observer" in spec.conditions:
             for tier, name, b in [(1, spec_model(unit), backend), *[(2, o, ob) for o, ob in observers]]:
                 for fam in fams:

@@ -120,8 +120,8 @@ def quick_spec(**over) -> OwmiSpec:
     Track A and the genuinely delayed Track B. Minutes on 2 CPU cores."""
     base = dict(
         objects=[{"kind": "resid_post", "layer": 12}],
-        operators=[{"name": "add", "dose": 8.0}],
-        items_per_benchmark=3, tracks=["A", "B_delayed"], task_max_new_tokens=16, probe_max_new_tokens=24,
+        operators=[{"name": "add", "dose": 64.0}],
+        items_per_benchmark=3, tracks=["A", "B_delayed"], task_max_new_tokens=16, probe_max_new_tokens=20,
         reflection_max_new_tokens=32, calibration_steps=8,
     )
     base.update(over)

@@ -1,0 +1,154 @@
+"""OWMI's part of the report site: each model's reportability profile, the detection table, the
+claim verdicts, and the three figures readers of the paper look at.
+
+Everything comes from :func:`tamperbench.owmi.analysis.profile.score_runs` at build time, the same
+numbers ``tamperbench owmi score`` prints. Anchor runs (linear probe, known positive) given beside
+engine runs appear in the three-channel figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from tamperbench.report.site.model import Plot, RunInfo, Section
+from tamperbench.report.site.tables import Cell, LeaderTable, cell
+
+CONDITIONS = ("intervention", "sham", "random_matched", "random_unit", "observer")
+
+
+def _ci_cell(est, ci, digits: int = 3) -> Cell:
+    if est is None or (isinstance(est, float) and not math.isfinite(est)):
+        return Cell("", None)
+    text = f"{est:.{digits}f}"
+    if ci and all(v is not None and math.isfinite(v) for v in ci):
+        text += f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+    return Cell(text, float(est))
+
+
+def _tables(result: dict) -> list[LeaderTable]:
+    from tamperbench.owmi.analysis.render import _cell_label, detection_rows
+
+    det = LeaderTable(slug="owmi-detection", title="OWMI detection against paired sham (complete-pair coding; "
+                      "95% item-clustered bootstrap intervals)",
+                      columns=["model", "cell", "pairs", "d'", "AUROC", "BH q", "margin vs random",
+                               "margin vs observer", "parsed / attempted", "claim level"])
+    for r in detection_rows(result):
+        c = next(c for c in result["cells"] if _cell_label(c["cell"]) == r["cell"] and c["cell"]["model"] == r["model"])
+        comp = c["detection"]["complete"]
+        det.add(r["model"], r["cell"], cell(r["pairs"]), _ci_cell(comp["dprime"], comp["dprime_ci"]),
+                _ci_cell(comp["auroc"], comp["auroc_ci"]), cell(r["bh_q"], "{:.3g}"),
+                Cell(r["margin_random"] + (f" ({r['random_kind']})" if r["random_kind"] else "")),
+                Cell(r["margin_observer"]), Cell(r["parse"]), cell(r["claim_level"]))
+    prof = LeaderTable(slug="owmi-profile", title="Reportability profile per model and cell (never collapsed into "
+                       "one number)", columns=["model", "cell", "hit rate", "false-alarm rate", "d'", "AUROC",
+                                               "confidence: selective AUROC", "confidence: ECE"])
+    claims = LeaderTable(slug="owmi-claims", title="Claim verdicts (Appendix D.5): the strongest claim the data license",
+                         columns=["model", "cell", "level", "claim", "held", "failed", "not measured"])
+    for c in result["cells"]:
+        label = _cell_label(c["cell"])
+        d = (c.get("detection") or {}).get("complete")
+        k = c.get("confidence") or {}
+        if d:
+            prof.add(c["cell"]["model"], label, cell(d["hit_rate"], "{:.3f}"), cell(d["false_alarm_rate"], "{:.3f}"),
+                     cell(d["dprime"], "{:.3f}"), cell(d["auroc"], "{:.3f}"), cell(k.get("selective_auroc"), "{:.3f}"),
+                     cell(k.get("ece_equal_mass_10"), "{:.3f}"))
+        if "claim" in c:
+            v = c["claim"]
+            claims.add(c["cell"]["model"], label, cell(v["level"]), v["claim"], "; ".join(v["held"]),
+                       "; ".join(v["failed"]), "; ".join(v["not_measured"]))
+    return [prof, det, claims]
+
+
+def _report_rates(rows: list[dict]) -> dict[str, tuple[int, int]]:
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in rows:
+        if r.get("probe_family") != "detection" or not r.get("parse_ok") or r.get("detected") is None:
+            continue
+        out[r["condition"]][0] += bool(r["detected"])
+        out[r["condition"]][1] += 1
+    return {c: (out[c][0], out[c][1]) for c in CONDITIONS if c in out}
+
+
+def _plots(result: dict, rows: list[dict]):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from tamperbench.stats.intervals import wilson
+
+    figs = []
+    # 1. the three channels on one chance scale
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    xs, labels = 0, []
+    for p in result["pooled"]:
+        c = p["complete"]
+        if c["pairs"]:
+            lo, hi = c["auroc_ci"]
+            ax.errorbar([xs], [c["auroc"]], yerr=[[c["auroc"] - lo], [hi - c["auroc"]]], fmt="o", color="C0", capsize=3)
+            labels.append(f"report AUROC\n{p['pool'][:28]}")
+            xs += 1
+    for a in result["anchors"]:
+        if a["kind"] == "probe":
+            for lay in a["layers"]:
+                band = lay.get("null_band") or [0, 0]
+                ax.errorbar([xs], [lay["accuracy"]], fmt="s", color="C1")
+                ax.fill_between([xs - 0.3, xs + 0.3], 0.5 + band[0], 0.5 + band[1], color="C1", alpha=0.2)
+                labels.append(f"probe acc.\nlayer {lay['read_layer']}")
+                xs += 1
+        elif a["kind"] == "known_positive":
+            lo, hi = a["auroc"].get("ci") or [a["auroc"]["estimate"]] * 2
+            ax.errorbar([xs], [a["auroc"]["estimate"]], yerr=[[a["auroc"]["estimate"] - lo], [hi - a["auroc"]["estimate"]]],
+                        fmt="D", color="C2", capsize=3)
+            labels.append("known-positive\nAUROC")
+            xs += 1
+    ax.axhline(0.5, color="#888", ls="--", lw=1)
+    ax.set_xticks(range(xs), labels, fontsize=7)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("chance = 0.5")
+    figs.append(("owmi_three_channels", "Three channels on one chance scale", fig,
+                 "report AUROC (95% CI), linear-probe accuracy with its label-shuffled null band around 0.5, "
+                 "known-positive AUROC"))
+    # 2. raw report rates per condition
+    rates = _report_rates(rows)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for i, (cond, (k, n)) in enumerate(rates.items()):
+        lo, hi = wilson(k, n)
+        ax.bar(i, k / n, color="C0")
+        ax.errorbar([i], [k / n], yerr=[[k / n - lo], [hi - k / n]], color="k", capsize=4)
+    ax.set_xticks(range(len(rates)), [f"{c}\n(n={n})" for c, (_, n) in rates.items()], fontsize=8)
+    ax.set_ylabel("'yes, something changed' rate")
+    ax.set_ylim(0, 1)
+    figs.append(("owmi_report_rates", "Raw report rates per condition", fig, "parsed detection probes; 95% Wilson intervals"))
+    # 3. d' and AUROC per model
+    pools = [p for p in result["pooled"] if p["complete"]["pairs"]]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 0.8 + 0.5 * max(2, len(pools))), squeeze=False)
+    for ax, key in zip(axes[0], ("dprime", "auroc")):
+        y = np.arange(len(pools))
+        est = [p["complete"][key] for p in pools]
+        ci = [p["complete"][f"{key}_ci"] for p in pools]
+        ax.errorbar(est, y, xerr=[[e - c[0] for e, c in zip(est, ci)], [c[1] - e for e, c in zip(est, ci)]],
+                    fmt="o", capsize=3)
+        ax.axvline(0 if key == "dprime" else 0.5, color="#888", ls="--", lw=1)
+        ax.set_yticks(y, [p["pool"][:40] for p in pools], fontsize=7)
+        ax.set_xlabel("d'" if key == "dprime" else "AUROC")
+    figs.append(("owmi_dprime_auroc", "d' and AUROC per model", fig, "item-clustered bootstrap 95% intervals"))
+    return figs
+
+
+def build_section(runs: list[RunInfo], writer) -> Section:
+    from tamperbench.owmi.analysis.profile import score_runs
+    from tamperbench.owmi.analysis.score import load_runs
+
+    paths = [r.path for r in runs]
+    result = score_runs(paths, n_boot=1000)
+    rows, _, _ = load_runs(paths)
+    section = Section(suite="owmi", title="Open-Weight Masked Introspection", tables=_tables(result))
+    if result["excluded_runs"]:
+        section.notes.append(f"{len(result['excluded_runs'])} records left out of analysis: a field Appendix D "
+                             "requires was not recorded")
+    for stem, title, fig, caption in _plots(result, rows):
+        section.plots.append(Plot(title, writer.figure(fig, stem), caption))
+    return section
