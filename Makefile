@@ -8,7 +8,7 @@ PINS := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut
 STAMP := $(VENV)/.installed-$(PINS)
 DEMO_OUT ?= runs/demo
 
-.PHONY: install demo test browser clean-venv mutate
+.PHONY: install demo test lint browser clean-venv mutate
 
 install: $(STAMP)
 
@@ -28,7 +28,12 @@ browser:
 demo: install
 	$(VENV)/bin/tamperbench demo --out $(DEMO_OUT)
 
-test: install browser
+# Lint and types first (configured in pyproject.toml): ruff on all code, mypy on models/, store/ and the plumbing.
+lint: install
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/mypy
+
+test: install browser lint
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 # Mutation score of the modules that produce numbers (too slow for CI: run by hand, minutes to an hour).

@@ -64,3 +64,12 @@ def inline_to_html(text: str) -> str:
         pos = m.end()
     out.append(html.escape(text[pos:]))
     return "".join(out)
+
+
+def markdown_table(head: list[str], rows: list[list[object]], title: str | None = None, level: int = 3) -> str:
+    """The one Markdown table writer every suite uses: an optional heading, a header row, and body
+    cells made inert by :func:`escape_markdown_cell` (model names and replies are untrusted)."""
+    lines = [f"{'#' * level} {title}", ""] if title else []
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(escape_markdown_cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 
 from tamperbench.errors import UserError
 
@@ -19,25 +20,49 @@ S = TypeVar("S", bound=BaseModel)
 
 
 class FrozenSpec(BaseModel):
-    """Base for run specs: immutable, hashable, extra fields forbidden."""
+    """Base for run specs: immutable, extra fields forbidden, constraints declared on the fields.
+
+    ``cli_flags`` maps a field to the command-line option that sets it when the two names differ
+    (``item_ids`` -> ``--items``), so an error from a command names the option the user typed,
+    and an error from a spec file names the field.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    cli_flags: ClassVar[dict[str, str]] = {}
+
+
+def _field_of(first: ErrorDetails) -> str:
+    return ".".join(str(p) for p in first["loc"]) or "(top level)"
+
+
+def _extra(err: ValidationError) -> str:
+    return f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
 
 
 def describe_validation_error(err: ValidationError, where: str) -> str:
     """First problem of a pydantic error as ``where: field 'a.b': message``."""
     first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    extra = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"{where}: field '{loc}': {first['msg']}{extra}"
+    return f"{where}: field '{_field_of(first)}': {first['msg']}{_extra(err)}"
 
 
-def build_spec(cls: type[S], where: str, **values) -> S:
-    """Validate spec values coming from CLI flags, naming the offending field on failure."""
+def describe_flag_error(err: ValidationError, cls: type[BaseModel]) -> str:
+    """First problem of a pydantic error as ``--option: message, got VALUE`` (for CLI commands)."""
+    first = err.errors()[0]
+    name = str(first["loc"][0]) if first["loc"] else ""
+    flags: dict[str, str] = getattr(cls, "cli_flags", {})
+    flag = flags.get(name, "--" + name.replace("_", "-")) if name else cls.__name__
+    got = f", got {first['input']!r}" if name and not isinstance(first.get("input"), dict) else ""
+    return f"{flag}: {first['msg'].removeprefix('Value error, ')}{got}{_extra(err)}"
+
+
+def build_spec(cls: type[S], where: str | None = None, **values: Any) -> S:
+    """Validate spec values; on failure one line naming ``where``'s field, or the CLI option when
+    ``where`` is None (values came from command-line flags)."""
     try:
         return cls(**values)
     except ValidationError as err:
-        raise UserError(describe_validation_error(err, where)) from None
+        msg = describe_flag_error(err, cls) if where is None else describe_validation_error(err, where)
+        raise UserError(msg) from None
 
 
 def read_spec_json(path: Path) -> dict:

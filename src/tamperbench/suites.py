@@ -119,7 +119,8 @@ class Suite:
 BUILTIN: tuple[Suite, ...] = (
     Suite(name="owmi", help="OWMI: intervene on internal objects; can the model report it beyond controls?",
           cli="tamperbench.owmi.cli:app", spec="tamperbench.owmi.spec:OwmiSpec", runner="tamperbench.owmi.runner:run",
-          tables="tamperbench.owmi.summary:render", needs=("HookBackend", "ScoringBackend")),
+          tables="tamperbench.owmi.summary:render", site="tamperbench.owmi.site:build_section",
+          needs=("HookBackend", "ScoringBackend")),
     Suite(
         name="sleight",
         help="Sleight of Word: swap a trigger word in the model's own output.",

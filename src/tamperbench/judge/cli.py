@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tamperbench.cli_options import BatchSizeOpt, DeviceOpt, DtypeOpt, SeedOpt
+from tamperbench.cli_options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, SeedOpt
 from tamperbench.errors import UserError
 
 app = typer.Typer(help="Judge jury: label tampered replies, agreement between judges, human gold set.",
@@ -45,36 +45,34 @@ def run_cmd(
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = None,
     batch_size: BatchSizeOpt = None,
+    chat_template: ChatTemplateOpt = None,
 ) -> None:
     """Judge every tampered reply of RUN with a jury; majority vote per label; store votes and verdicts."""
     from tamperbench.judge.agreement import compute_agreement
     from tamperbench.judge.runner import JudgeConfig, open_run, run_jury
+    from tamperbench.specs import build_spec
 
     if preset not in ("default", "paper"):
         raise UserError(f"--preset: '{preset}' is not one of default, paper")
     fence = fence or ("paper" if preset == "paper" else "nonce")
     unparsed = unparsed or ("false" if preset == "paper" else "abstain")
-    if fence not in ("nonce", "paper"):
-        raise UserError(f"--fence: '{fence}' is not one of nonce, paper")
-    if unparsed not in ("abstain", "false"):
-        raise UserError(f"--unparsed: '{unparsed}' is not one of false, abstain")
-    if max_new_tokens < 16:
-        raise UserError(f"--max-new-tokens: a JSON verdict needs at least 16 tokens, got {max_new_tokens}")
+    cfg = build_spec(JudgeConfig, max_new_tokens=max_new_tokens, seed=seed, fence=fence, unparsed=unparsed)
 
     def loader(spec: str):
         from tamperbench.models import load_backend
 
-        return load_backend(spec, device=device, dtype=dtype, batch_size=batch_size)
+        return load_backend(spec, device=device, dtype=dtype, batch_size=batch_size, chat_template=chat_template)
 
     def precheck(spec: str):
         from tamperbench.models.sources import resolve
+        from tamperbench.models.templating import resolve_chat_template
+
+        resolve_chat_template(chat_template)
 
         return resolve(spec)
 
     start = time.perf_counter()
-    summary = run_jury(run, judge, loader, JudgeConfig(max_new_tokens=max_new_tokens, seed=seed, fence=fence,
-                                                                unparsed=unparsed),
-                       precheck=precheck)
+    summary = run_jury(run, judge, loader, cfg, precheck=precheck)
     elapsed = time.perf_counter() - start
     console.print(f"{summary.n_trials} sleight records: {summary.n_judged} judged, {summary.n_untouched} untouched "
                   f"(not judged), {summary.n_empty} swapped but empty (not judged); {elapsed:.1f} s")

@@ -10,11 +10,12 @@ the end.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+
+from pydantic import Field
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tamperbench.errors import UserError
 from tamperbench.judge.evidence import DETECTOR_VERSION, detect
@@ -30,17 +31,20 @@ from tamperbench.judge.records import (
     read_sleight_trials,
     replace_rows,
 )
+from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
+from tamperbench.specs import FrozenSpec
 from tamperbench.store import RunStore, trial_key
 
 Loader = Callable[[str], object]
 
 
-@dataclass(frozen=True)
-class JudgeConfig:
-    max_new_tokens: int = 160
+class JudgeConfig(FrozenSpec):
+    """How the jury judges; frozen, constraints on the fields (a JSON verdict needs >= 16 tokens)."""
+
+    max_new_tokens: int = Field(default=160, ge=16)
     seed: int = 0
     fence: Fence = "nonce"
-    temperature: float = 0.0
+    temperature: float = Field(default=0.0, ge=0)
     unparsed: UnparsedRule = "abstain"  # how verdicts treat unparsed votes; votes themselves do not depend on it
 
     @property
@@ -138,31 +142,80 @@ def vote_record(v: Vote, cfg: JudgeConfig, provenance_id: str) -> JudgeVoteRecor
         prompt_sha256=spec.sha256, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed)
 
 
-def judge_all(store: RunStore, jury: dict[str, object], trials: Sequence[SleightTrial], cfg: JudgeConfig,
-              *, show_progress: bool = True) -> dict[str, int]:
-    """Votes of every judge on every judgeable trial not yet voted on under ``cfg``. Returns new votes per judge."""
-    store.ensure_table("judge_votes", JudgeVoteRecord)
+@dataclass(frozen=True)
+class VoteWork:
+    """A work unit's payload: one judge's vote on one reply (picklable, for any executor)."""
+
+    judge: str
+    item: JudgeInput
+
+
+@dataclass
+class JuryContext:
+    """What a worker process holds: the loaded judges, the judging settings and each judge's provenance id."""
+
+    jury: dict[str, object]
+    cfg: JudgeConfig
+    pids: dict[str, str]
+
+
+def setup_worker(config: tuple[list[str], dict, JudgeConfig]) -> JuryContext:
+    """Worker setup for an executor in another process: load every judge (``load_backend`` options)."""
+    from tamperbench.models import load_backend
+
+    judges, options, cfg = config
+    jury = {j: load_backend(j, **options) for j in judges}
+    return JuryContext(jury, cfg, {j: getattr(b, "provenance_id", "") for j, b in jury.items()})
+
+
+def work(ctx: JuryContext, units: list[WorkUnit], live=None) -> Iterator[list[Finished]]:
+    """Judge by judge, in chunks of that judge's batch size; yield each chunk's votes as it finishes."""
+    cfg = ctx.cfg
+    for judge, backend in ctx.jury.items():
+        todo = [u for u in units if u.payload.judge == judge]
+        size = max(1, int(getattr(backend, "max_batch_size", 8)))
+        for start in range(0, len(todo), size):
+            chunk = todo[start : start + size]
+            votes = judge_items(backend, judge, [u.payload.item for u in chunk], max_new_tokens=cfg.max_new_tokens,
+                                seed=cfg.seed, fence=cfg.fence, progress=False)
+            yield [Finished(u.key, {"judge_votes": [vote_record(v, cfg, ctx.pids[judge])]}, {"judge": judge})
+                   for u, v in zip(chunk, votes)]
+
+
+WORKER = "tamperbench.judge.runner:setup_worker", "tamperbench.judge.runner:work"
+
+
+def plan_votes(store: RunStore, judges: Sequence[str], trials: Sequence[SleightTrial], cfg: JudgeConfig) -> list[WorkUnit]:
+    """Every (judge, judgeable trial) vote not yet stored under ``cfg``, judge by judge."""
     have = store.keys("judge_votes")
-    pending = {j: [t for t in trials if vote_key(t.key, j, cfg.config_id) not in have] for j in jury}
-    written: dict[str, int] = {}
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                  disable=not show_progress) as bar:
-        for judge, backend in jury.items():
-            todo = pending[judge]
-            task = bar.add_task(f"judge {judge}", total=len(todo), rate="")
-            prov = getattr(backend, "provenance", None)
-            pid = store.put_provenance(prov) if prov is not None else ""
-            size = max(1, int(getattr(backend, "max_batch_size", 8)))
-            written[judge] = 0
-            for start in range(0, len(todo), size):
-                chunk = todo[start : start + size]
-                votes = judge_items(backend, judge, [to_input(t) for t in chunk], max_new_tokens=cfg.max_new_tokens,
-                                    seed=cfg.seed, fence=cfg.fence, progress=False)
-                written[judge] += store.write("judge_votes", [vote_record(v, cfg, pid) for v in votes])
-                bar.advance(task, len(chunk))
-                speed = bar.tasks[task].speed
-                bar.update(task, rate=f"{speed:.2f} judgments/s" if speed else "")
+    return [WorkUnit(k, VoteWork(j, to_input(t))) for j in judges for t in trials
+            if (k := vote_key(t.key, j, cfg.config_id)) not in have]
+
+
+def judge_all(store: RunStore, jury: dict[str, object], trials: Sequence[SleightTrial], cfg: JudgeConfig,
+              *, show_progress: bool = True, executor: Executor | None = None) -> dict[str, int]:
+    """Votes of every judge on every judgeable trial not yet voted on under ``cfg``: plan, execute, commit.
+    Returns new votes per judge."""
+    store.ensure_table("judge_votes", JudgeVoteRecord)
+    units = plan_votes(store, list(jury), trials, cfg)
+    pids = {}
+    for judge, backend in jury.items():
+        prov = getattr(backend, "provenance", None)
+        pids[judge] = store.put_provenance(prov) if prov is not None else ""
+    written = dict.fromkeys(jury, 0)
+    executor = executor or InProcessExecutor(JuryContext(jury, cfg, pids))
+    with progress_bar("judge", unit="judgments", disable=not show_progress) as bar:
+        tasks = {j: bar.add_task(j, total=sum(u.payload.judge == j for u in units)) for j in jury}
+        seen = [0]
+
+        def on_batch(batch: list[Finished], report) -> None:
+            judge = batch[0].stats["judge"]
+            written[judge] += report.written["judge_votes"] - seen[0]
+            seen[0] = report.written["judge_votes"]
+            bar.advance(tasks[judge], len(batch))
+
+        config = (list(jury), {}, cfg)  # another process would load the judges by name (default options)
+        commit(store, executor.execute(units, Worker(*WORKER, config=config)), on_batch=on_batch)
     return written
 
 

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from tamperbench.cli_options import BatchSizeOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
+from tamperbench.cli_options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
 from tamperbench.errors import UserError
 
 
@@ -38,6 +38,7 @@ def run(
     dtype: DtypeOpt = None,
     batch_size: BatchSizeOpt = None,
     items: Optional[str] = typer.Option(None, "--items", help="Comma-separated item ids (default: all)."),
+    chat_template: ChatTemplateOpt = None,
     new: NewOpt = False,
 ) -> None:
     """Ask the model every item of a preset under one or both arms; score and store each response."""
@@ -47,9 +48,12 @@ def run(
     if arm not in ("plain", "strict", "both"):
         raise UserError(f"--arm must be plain, strict or both; got {arm!r}")
     arms = ["plain", "strict"] if arm == "both" else [arm]
+    from tamperbench.models.templating import resolve_chat_template
+
+    resolve_chat_template(chat_template)  # a bad template file: one line, before any run directory exists
     spec = build_spec(QuoteRunSpec, model=model, preset=preset, arms=arms, repeats=repeats,
                       temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, device=device, dtype=dtype,
-                      batch_size=batch_size,
+                      batch_size=batch_size, chat_template=chat_template,
                       item_ids=[i.strip() for i in items.split(",") if i.strip()] if items is not None else None)
     store = run_quote(spec, out, new=new)
     store.close()

@@ -9,59 +9,63 @@ position it had in its generation call, the batch size, and the provenance id of
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
-from rich.text import Text
+from typing import ClassVar, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
 
 from tamperbench.errors import UserError
-from tamperbench.quote.items import ARMS, DATA_DIR, Item, build_prompt, load_items
+from tamperbench.quote.items import DATA_DIR, Item, build_prompt, load_items
 from tamperbench.quote.scorer import score_response
+from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
+from tamperbench.specs import FrozenSpec
 from tamperbench.store import Record, RunStore, trial_key
 
 TABLE = "quote_trials"
 
 
-class QuoteRunSpec(BaseModel):
-    """Everything that defines a quote run; frozen into the run directory's spec.json."""
+class QuoteRunSpec(FrozenSpec):
+    """Everything that defines a quote run; frozen into the run directory's spec.json.
 
-    suite: str = "quote"
-    model: str = "embedded"
-    preset: str = "standard"
-    arms: list[str] = ["plain", "strict"]
-    repeats: int = 1
-    temperature: float = 0.0
+    Checked by field constraints and one cross-field validator, so flags and spec files obey the
+    same rules before any run directory is created.
+    """
+
+    cli_flags: ClassVar[dict[str, str]] = {"arms": "--arm", "item_ids": "--items"}
+
+    suite: Literal["quote"] = "quote"
+    model: str = Field(default="embedded", min_length=1)
+    preset: Literal["standard", "depth", "colon", "code"] = "standard"
+    arms: list[Literal["plain", "strict"]] = Field(default=["plain", "strict"], min_length=1)
+    repeats: int = Field(default=1, ge=1)
+    temperature: float = Field(default=0.0, ge=0, validate_default=True)
     seed: int = 0
-    max_new_tokens: int = 96
+    max_new_tokens: int = Field(default=96, ge=1)
     device: str = "auto"
     dtype: str | None = None
-    batch_size: int | None = None
-    item_ids: list[str] | None = None  # a subset of the preset's items (None = all)
+    batch_size: int | None = Field(default=None, ge=1)
+    chat_template: str | None = None  # None: the model's own; "none": raw prompt; else a Jinja file
+    item_ids: list[str] | None = Field(default=None, min_length=1)  # a subset of the preset's items (None = all)
     data_sha256: str = ""  # hash of the documents + items the run was asked against
 
-    def check(self) -> "QuoteRunSpec":
-        if any(a not in ARMS for a in self.arms) or not self.arms:
-            raise UserError(f"--arm must be plain, strict or both; got {self.arms}")
-        if self.repeats < 1:
-            raise UserError(f"--repeats must be at least 1, got {self.repeats}")
-        if self.repeats > 1 and self.temperature == 0:
-            raise UserError("--repeats > 1 needs --temperature > 0 (greedy repeats are identical)")
-        if self.temperature < 0:
-            raise UserError(f"--temperature must be >= 0, got {self.temperature}")
-        if self.max_new_tokens < 1:
-            raise UserError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise UserError(f"--batch-size must be a positive integer, got {self.batch_size}")
-        known = {it.id for it in load_items(self.preset)}  # raises UserError for an unknown preset
-        unknown = sorted(set(self.item_ids or []) - known)
-        if unknown:
-            raise UserError(f"--items: {', '.join(unknown)} not in preset {self.preset!r}")
-        if self.item_ids is not None and not self.item_ids:
-            raise UserError("--items: empty list")
-        return self
+    @field_validator("temperature")
+    @classmethod
+    def _sampled_repeats(cls, temperature: float, info: ValidationInfo) -> float:
+        if info.data.get("repeats", 1) > 1 and temperature == 0:
+            raise ValueError("repeats > 1 needs temperature > 0 (greedy repeats are identical)")
+        return temperature
+
+    @field_validator("item_ids")
+    @classmethod
+    def _known_items(cls, item_ids: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if item_ids is not None and "preset" in info.data:
+            unknown = sorted(set(item_ids) - {it.id for it in load_items(info.data["preset"])})
+            if unknown:
+                raise ValueError(f"{', '.join(unknown)} not in preset {info.data['preset']!r}")
+        return item_ids
 
 
 class QuoteTrial(Record):
@@ -126,44 +130,70 @@ def build_trials(spec: QuoteRunSpec) -> list[Trial]:
     return trials
 
 
-class _RateColumn(ProgressColumn):
-    def render(self, task) -> Text:
-        return Text(f"{task.speed:.2f} trials/s" if task.speed else "- trials/s")
+@dataclass
+class QuoteContext:
+    """What a worker process holds: the loaded backend and the spec."""
+
+    backend: object
+    spec: QuoteRunSpec
 
 
-def _progress() -> Progress:
-    return Progress(TextColumn("[bold]quote[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-                    _RateColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+def setup_worker(spec: QuoteRunSpec) -> QuoteContext:
+    """Worker setup for an executor in another process: load the model named by the spec."""
+    from tamperbench.models import load_backend
+
+    return QuoteContext(load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
+                                     chat_template=spec.chat_template), spec)
+
+
+def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[Finished]]:
+    """Generate and score the units in chunks of the backend's batch size, one seed per repeat;
+    yield each chunk as it finishes. A record stores its position and chunk size (seeds depend on them)."""
+    backend, spec = ctx.backend, ctx.spec
+    pid = backend.provenance.id
+    bs = max(1, int(backend.max_batch_size))
+    trials: list[Trial] = [u.payload for u in units]
+    for repeat in sorted({t.repeat for t in trials}):
+        group = [t for t in trials if t.repeat == repeat]
+        for start in range(0, len(group), bs):
+            chunk = group[start:start + bs]
+            gens = backend.generate_chat([[{"role": "user", "content": t.prompt}] for t in chunk],
+                                         max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
+                                         seed=spec.seed + repeat, progress=False)
+            yield [Finished(t.key, {TABLE: [_record(spec, pid, t, g, i, len(chunk))]})
+                   for i, (t, g) in enumerate(zip(chunk, gens))]
+
+
+WORKER = "tamperbench.quote.runner:setup_worker", "tamperbench.quote.runner:work"
+
+
+def plan(spec: QuoteRunSpec, store: RunStore) -> list[WorkUnit]:
+    """Pending trials, sorted so similar prompt lengths share a batch (less padding); repeats stay
+    apart (one seed each)."""
+    done = store.keys(TABLE)
+    todo = [t for t in build_trials(spec) if t.key not in done]
+    todo.sort(key=lambda t: (t.repeat, len(t.prompt)))
+    return [WorkUnit(t.key, t) for t in todo]
 
 
 def run_quote(spec: QuoteRunSpec, out: Path, *, backend=None, new: bool = False,
-              progress: bool = True) -> RunStore:
-    """Generate, score and store every missing trial of ``spec`` in run directory ``out``."""
-    spec = spec.model_copy(update={"data_sha256": data_sha256()}).check()
+              progress: bool = True, executor: Executor | None = None) -> RunStore:
+    """Generate, score and store every missing trial of ``spec`` in run directory ``out``: plan, execute, commit."""
+    spec = spec.model_copy(update={"data_sha256": data_sha256()})
     if backend is None:
         from tamperbench.models import load_backend
 
         backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size)
     store = RunStore.open(out, spec, new=new)
     store.ensure_table(TABLE, QuoteTrial)
-    pid = store.put_provenance(backend.provenance)
-    done = store.keys(TABLE)
-    todo = [t for t in build_trials(spec) if t.key not in done]
-    # Similar prompt lengths share a batch (less padding); repeats stay apart (one seed each).
-    todo.sort(key=lambda t: (t.repeat, len(t.prompt)))
-    bs = max(1, int(backend.max_batch_size))
-    with _progress() if progress else _NullProgress() as prog:
-        task = prog.add_task(f"{spec.preset} ({len(done)} stored)", total=len(todo))
-        for repeat in range(spec.repeats):
-            group = [t for t in todo if t.repeat == repeat]
-            for start in range(0, len(group), bs):
-                chunk = group[start:start + bs]
-                gens = backend.generate_chat([[{"role": "user", "content": t.prompt}] for t in chunk],
-                                             max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
-                                             seed=spec.seed + repeat, progress=False)
-                store.write(TABLE, [_record(spec, pid, t, g, i, len(chunk)) for i, (t, g) in
-                                    enumerate(zip(chunk, gens))])
-                prog.update(task, advance=len(chunk))
+    store.put_provenance(backend.provenance)
+    units = plan(spec, store)
+    stored = store.count(TABLE)
+    executor = executor or InProcessExecutor(QuoteContext(backend, spec))
+    with progress_bar("quote", unit="trials", disable=not progress) as prog:
+        task = prog.add_task(f"{spec.preset} ({stored} stored)", total=len(units))
+        commit(store, executor.execute(units, Worker(*WORKER, config=spec)),
+               on_batch=lambda batch, _: prog.update(task, advance=len(batch)))
     return store
 
 
@@ -183,22 +213,6 @@ def _record(spec: QuoteRunSpec, pid: str, t: Trial, g, index: int, batch: int) -
         temperature=spec.temperature, seed=spec.seed + t.repeat, sample_index=index,
         max_new_tokens=spec.max_new_tokens, batch_size=batch, answer=verdict.answer,
         category=verdict.category, sub_label=verdict.sub_label, evidence=verdict.evidence)
-
-
-class _NullProgress:
-    """Stand-in when progress output is off (tests, piped output)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def add_task(self, *a, **k):
-        return 0
-
-    def update(self, *a, **k):
-        pass
 
 
 def rescore_run(run_dir: Path) -> tuple[int, int]:

@@ -161,31 +161,31 @@ def render(summary: dict, console: Console) -> None:
 
 
 def to_markdown(summary: dict) -> str:
-    from tamperbench.markdown import escape_markdown_cell as _cell  # model names and text: inert Markdown
+    from tamperbench.markdown import markdown_table  # model names and text: inert Markdown
 
-    lines = ["# Exact Words summary", "", "| model | preset | arm | n | faithful | rate | 95% CI | +normalized | corrected/dirty |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in summary["rates"]:
-        lines.append(f"| {_cell(r['model'])} | {_cell(r['preset'])} | {_cell(r['arm'])} | {r['n']} | {r['faithful']} | {r['faithful_rate']:.1%} "
-                     f"| {r['ci95'][0]:.1%}-{r['ci95'][1]:.1%} | {r['faithful_incl_normalized']} | {r['corrected']}/{r['dirty_n']} |")
+    def pct(r: dict) -> list[str]:
+        return [f"{r['faithful_rate']:.1%}", f"{r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}"]
+
+    parts = ["# Exact Words summary", "", markdown_table(
+        ["model", "preset", "arm", "n", "faithful", "rate", "95% CI", "+normalized", "corrected/dirty"],
+        [[r["model"], r["preset"], r["arm"], r["n"], r["faithful"], *pct(r), r["faithful_incl_normalized"],
+          f"{r['corrected']}/{r['dirty_n']}"] for r in summary["rates"]])]
     for key, title in (("pooled_by_arm", "Faithful rate per arm, pooled over models"),
                        ("per_model", "Faithful rate per model, over both arms")):
-        lines += ["", f"## {title}", "", "| group | n | faithful | rate | 95% CI |", "|---|---|---|---|---|"]
-        for r in summary.get(key, []):
-            name = r["arm"] if key == "pooled_by_arm" else r["model_label"]
-            lines.append(f"| {_cell(name)} | {r['n']} | {r['faithful']} | {r['faithful_rate']:.1%} "
-                         f"| {r['ci95'][0]:.1%}-{r['ci95'][1]:.1%} |")
+        rows = [[r["arm"] if key == "pooled_by_arm" else r["model_label"], r["n"], r["faithful"], *pct(r)]
+                for r in summary.get(key, [])]
+        parts += ["", markdown_table(["group", "n", "faithful", "rate", "95% CI"], rows, title, level=2)]
     classes = summary.get("classes", list(CATEGORIES))
-    lines += ["", f"## Failure taxonomy ({summary.get('taxonomy_name', 'ours')})", "",
-              "| arm | " + " | ".join(classes) + " |", "|---" * (len(classes) + 1) + "|"]
-    for arm, counts in summary["taxonomy"].items():
-        lines.append(f"| {arm} | " + " | ".join(str(counts[c]) for c in classes) + " |")
-    lines += ["", "## Sub-labels", "", "| class | sub-label | count |", "|---|---|---|"]
-    lines += [f"| {s['category']} | {s['sub_label'] or '-'} | {s['count']} |" for s in summary["sub_labels"]]
-    lines += ["", "## Hardest items", "", "| item | failed | most common failure | gold |", "|---|---|---|---|"]
-    lines += [f"| {_cell(h['item_id'])} | {h['failures']}/{h['attempts']} | {h['most_common'] or '-'} | {_cell(h['gold'])} |"
-              for h in summary["hardest_items"]]
-    return "\n".join(lines) + "\n"
+    parts += ["", markdown_table(["arm", *classes], [[arm, *(counts[c] for c in classes)]
+                                                     for arm, counts in summary["taxonomy"].items()],
+                                 f"Failure taxonomy ({summary.get('taxonomy_name', 'ours')})", level=2)]
+    parts += ["", markdown_table(["class", "sub-label", "count"],
+                                 [[s["category"], s["sub_label"] or "-", s["count"]] for s in summary["sub_labels"]],
+                                 "Sub-labels", level=2)]
+    parts += ["", markdown_table(["item", "failed", "most common failure", "gold"],
+                                 [[h["item_id"], f"{h['failures']}/{h['attempts']}", h["most_common"] or "-", h["gold"]]
+                                  for h in summary["hardest_items"]], "Hardest items", level=2)]
+    return "\n".join(parts) + "\n"
 
 
 def write_tables(summary: dict, out_dir: Path) -> tuple[Path, Path]:

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from tamperbench.cli_options import BatchSizeOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
+from tamperbench.cli_options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
 from tamperbench.errors import UserError
 
 app = typer.Typer(help="Sleight of Word: swap a word in the model's own answer as it writes; does it notice?",
@@ -29,6 +29,7 @@ def run_cmd(
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = None,
     batch_size: BatchSizeOpt = None,
+    chat_template: ChatTemplateOpt = None,
     new: NewOpt = False,
 ) -> None:
     """Run (or resume) the benchmark, then print Tables 1-3."""
@@ -37,9 +38,12 @@ def run_cmd(
     from tamperbench.sleight.tables import render
     from tamperbench.store import RunStore
 
+    from tamperbench.models.templating import resolve_chat_template
+
+    resolve_chat_template(chat_template)  # a bad template file: one line, before any run directory exists
     spec = build_spec(model=model, preset=preset, questions=questions, words=words, triggers=trigger,
                       max_new_tokens=max_new_tokens, keep_topk=keep_topk, seed=seed, device=device, dtype=dtype,
-                      batch_size=batch_size)
+                      batch_size=batch_size, chat_template=chat_template)
     err = Console(stderr=True)
     rep = run(spec, out, new=new, console=err)
     err.print(f"{rep.trials_written} trials written, {rep.trials_skipped} already stored, {rep.swaps} swaps, "

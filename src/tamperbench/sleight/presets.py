@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from tamperbench import specs
 from tamperbench.errors import UserError
+from tamperbench.specs import FrozenSpec
 
 ENTITY = "Mandela effect"
 WINDOW = 8  # tokens after each swap (protocol, "Internal signals")
@@ -77,26 +79,38 @@ def get_preset(name: str) -> Preset:
     return PRESETS[name]()
 
 
-class SleightSpec(BaseModel):
-    """Everything that decides a Sleight of Word run's numbers. Frozen; stored as spec.json."""
+def _one_word(word: str) -> str:
+    if not word or len(word.split()) != 1 or word != word.strip():
+        raise ValueError("trigger words are single non-empty words")
+    return word
 
-    model_config = ConfigDict(frozen=True)
+
+class SleightSpec(FrozenSpec):
+    """Everything that decides a Sleight of Word run's numbers. Frozen; stored as spec.json.
+
+    The constraints live on the fields, so a spec from flags and one from a file are checked by the
+    same rules, before any run directory exists.
+    """
+
+    cli_flags: ClassVar[dict[str, str]] = {"questions": "--questions", "substitutions": "--words",
+                                           "triggers": "--trigger"}
 
     suite: Literal["sleight"] = "sleight"
-    model: str
+    model: str = Field(min_length=1)
     preset: str
-    questions: tuple[tuple[str, str], ...]  # (id, text)
-    substitutions: tuple[str, ...]
-    triggers: tuple[str, ...]
-    max_new_tokens: int
+    questions: tuple[tuple[str, str], ...] = Field(min_length=1)  # (id, text)
+    substitutions: tuple[Annotated[str, Field(min_length=1)], ...] = Field(min_length=1)
+    triggers: tuple[Annotated[str, AfterValidator(_one_word)], ...] = Field(min_length=1)
+    max_new_tokens: int = Field(ge=1)
     decoding: Literal["greedy"] = "greedy"
-    window: int = WINDOW
-    topk: int = TOPK
+    window: int = Field(default=WINDOW, ge=1)
+    topk: int = Field(default=TOPK, ge=1)
     keep_topk: bool = False
     seed: int = 0
     device: str = "auto"
     dtype: str | None = None
-    batch_size: int | None = None
+    batch_size: int | None = Field(default=None, ge=1)
+    chat_template: str | None = None  # None: the model's own; "none": raw prompt; else a Jinja file
 
 
 def _extend(chosen: list, pool: list, n: int | None, what: str) -> list:
@@ -129,6 +143,7 @@ def build_spec(
     device: str = "auto",
     dtype: str | None = None,
     batch_size: int | None = None,
+    chat_template: str | None = None,
 ) -> SleightSpec:
     """Resolve a preset plus CLI overrides into a spec, rejecting anything that cannot run."""
     p = get_preset(preset)
@@ -136,16 +151,9 @@ def build_spec(
     qids = _extend(list(p.question_ids), list(by_id), questions, "questions")
     subs = _extend(list(p.substitutions), [entity_phrase(), *protocol_words()], words, "words")
     budget = p.max_new_tokens if max_new_tokens is None else max_new_tokens
-    if budget < 1:
-        raise UserError(f"--max-new-tokens: the token budget must be at least 1, got {budget}")
     trig = [t.strip() for t in (triggers or ["the"])]
-    if any(not t for t in trig):
-        raise UserError("--trigger: trigger words must be non-empty")
-    if any(len(t.split()) > 1 for t in trig):
-        raise UserError(f"--trigger: triggers are single words, got {[t for t in trig if len(t.split()) > 1]}")
-    if batch_size is not None and batch_size < 1:
-        raise UserError(f"--batch-size: must be a positive integer, got {batch_size}")
-    return SleightSpec(
+    return specs.build_spec(
+        SleightSpec,
         model=model,
         preset=p.name,
         questions=tuple((i, by_id[i]) for i in qids),
@@ -157,4 +165,5 @@ def build_spec(
         device=device,
         dtype=dtype,
         batch_size=batch_size,
+        chat_template=chat_template,
     )

@@ -1,20 +1,20 @@
-"""Run a Sleight of Word spec: build tasks, skip stored trials, call the swap engine, store per question.
+"""Run a Sleight of Word spec: plan pending questions, execute them in the swap engine, commit per question.
 
-Why per question: the engine finishes a question (clean run + every substitution) as a unit, and a
-question's rows are written in one transaction as soon as it finishes, so an interrupted run loses at
-most the questions in flight and resumes by skipping stored trial keys.
+Why a question is the unit of work: the engine finishes a question (clean run + every substitution)
+together, and its rows are committed as soon as it finishes, so an interrupted run loses at most the
+questions in flight and resumes by skipping stored trial keys. The unit's payload is plain data and
+the worker is importable by name (``WORKER``), so an executor in another process can take the work.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from tamperbench.errors import UserError
 from tamperbench.sleight.detector import TriggerDetector
 from tamperbench.sleight.presets import SleightSpec, entity_phrase
 from tamperbench.sleight.records import (
@@ -28,6 +28,7 @@ from tamperbench.sleight.records import (
     replacement_coverage,
     trial_record_key,
 )
+from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
 from tamperbench.store import RunStore
 
 
@@ -42,15 +43,6 @@ class RunReport:
     tokens: int
     seconds: float
     unproducible: tuple[str, ...]
-
-
-def validate(spec: SleightSpec) -> None:
-    if not spec.questions:
-        raise UserError("questions: the question list is empty; give at least one question")
-    if not spec.substitutions:
-        raise UserError("words: the substitution list is empty; give at least one word")
-    if spec.max_new_tokens < 1:
-        raise UserError(f"max_new_tokens: the token budget must be at least 1, got {spec.max_new_tokens}")
 
 
 def _messages(question: str) -> list[dict]:
@@ -122,81 +114,131 @@ def trial_record(backend, spec: SleightSpec, qid: str, question: str, prompt_tex
     )
 
 
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("[bold]sleight[/bold]"), BarColumn(), MofNCompleteColumn(), TextColumn("trials"),
-        TextColumn("{task.fields[swaps]} swaps"), TextColumn("{task.fields[tps]:.0f} tok/s"),
-        TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-    )
+@dataclass(frozen=True)
+class QuestionWork:
+    """A work unit's payload: one question's pending trials (picklable, for any executor)."""
+
+    question_id: str
+    question: str
+    clean_key: str
+    substitutions: tuple[str, ...]
+    need_clean: bool
+    clean_ids: tuple[int, ...] = ()  # the stored clean answer, when only trials are pending
+
+
+@dataclass
+class SleightContext:
+    """What a worker process holds: the loaded backend, the trigger detector and the spec."""
+
+    backend: object
+    detector: TriggerDetector
+    spec: SleightSpec
+
+
+def setup_worker(spec: SleightSpec) -> SleightContext:
+    """Worker setup for an executor in another process: load the model named by the spec."""
+    from tamperbench.models import load_backend
+
+    backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
+                           chat_template=spec.chat_template)
+    return SleightContext(backend, TriggerDetector(backend.tokenizer, spec.triggers), spec)
+
+
+def work(ctx: SleightContext, units: list[WorkUnit], live=None) -> Iterator[list[Finished]]:
+    """Decode every unit's question in one batched swap engine; yield each question as it finishes."""
+    from tamperbench.sleight.engine import QuestionTask, SwapEngine
+
+    backend, spec = ctx.backend, ctx.spec
+    by_qid = {u.payload.question_id: u for u in units}
+    tasks = [QuestionTask(question_id=u.payload.question_id, prompt_ids=backend.chat_ids(_messages(u.payload.question)),
+                          substitutions=list(u.payload.substitutions), need_clean=u.payload.need_clean) for u in units]
+    engine = SwapEngine(backend, ctx.detector, max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size,
+                        window=spec.window, topk=spec.topk, keep_topk=spec.keep_topk)
+    tokens = 0
+    for qres in engine.run(tasks, progress=live):
+        unit = by_qid[qres.question_id]
+        q: QuestionWork = unit.payload
+        records: dict[str, list] = {}
+        clean_ids = list(q.clean_ids)
+        if qres.clean is not None:
+            records[CLEAN_TABLE] = [clean_record(backend, spec, q.question_id, q.question, qres.clean, q.clean_key)]
+            clean_ids = list(qres.clean.token_ids)
+        prompt_text = backend.chat_text(_messages(q.question))
+        trials = [trial_record(backend, spec, q.question_id, q.question, prompt_text, sub, tr, clean_ids, q.clean_key)
+                  for sub, tr in qres.trials.items()]
+        records[TRIALS_TABLE] = trials
+        stats = {"trials": len(trials), "swaps": sum(r.swap_count for r in trials),
+                 "tokens": engine.stats["tokens"] - tokens}
+        tokens = engine.stats["tokens"]
+        yield [Finished(unit.key, records, stats)]
+
+
+WORKER = "tamperbench.sleight.runner:setup_worker", "tamperbench.sleight.runner:work"
+
+
+def plan(spec: SleightSpec, store: RunStore, pid: str) -> tuple[list[WorkUnit], int, int]:
+    """Pending questions as work units (a question with nothing pending is skipped), trials in
+    the spec and trials already stored."""
+    have_trials, have_clean = store.keys(TRIALS_TABLE), store.keys(CLEAN_TABLE)
+    units, total, skipped = [], 0, 0
+    for qid, question in spec.questions:
+        ckey = clean_key(pid, qid, question, spec)
+        todo = []
+        for sub in spec.substitutions:
+            total += 1
+            if trial_record_key(pid, qid, question, sub, spec) in have_trials:
+                skipped += 1
+            else:
+                todo.append(sub)
+        need_clean = ckey not in have_clean
+        if not todo and not need_clean:
+            continue
+        clean_ids: tuple[int, ...] = ()
+        if todo and not need_clean:
+            rows = store.rows(CLEAN_TABLE, "WHERE key = ?", [ckey])
+            clean_ids = tuple(rows[0]["token_ids"]) if rows else ()
+        units.append(WorkUnit(ckey, QuestionWork(qid, question, ckey, tuple(todo), need_clean, clean_ids)))
+    return units, total, skipped
 
 
 def run(spec: SleightSpec, out: str | Path, *, new: bool = False, backend=None,
-        console: Console | None = None) -> RunReport:
-    """Run (or resume) ``spec`` into ``out``; returns what was done."""
-    validate(spec)
+        console: Console | None = None, executor: Executor | None = None) -> RunReport:
+    """Run (or resume) ``spec`` into ``out``: plan pending questions, execute, commit; returns what was done."""
     console = console or Console(stderr=True)
     if backend is None:
         from tamperbench.models import load_backend
 
         backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size)
-    from tamperbench.sleight.engine import QuestionTask, SwapEngine
-
     detector = TriggerDetector(backend.tokenizer, spec.triggers)
     for t in detector.unproducible:
         console.print(f"[yellow]warning:[/yellow] trigger '{t}' is never a whole-word token of this tokenizer; "
                       "it cannot be swapped (coverage 0)")
-    pid = backend.provenance_id
     store = RunStore.open(out, spec, new=new)
     try:
         store.put_provenance(backend.provenance)
         store.ensure_table(CLEAN_TABLE, SleightClean)
         store.ensure_table(TRIALS_TABLE, SleightTrial)
-        have_trials, have_clean = store.keys(TRIALS_TABLE), store.keys(CLEAN_TABLE)
-        tasks, meta, total, skipped = [], {}, 0, 0
-        for qid, question in spec.questions:
-            ckey = clean_key(pid, qid, question, spec)
-            todo = []
-            for sub in spec.substitutions:
-                total += 1
-                if trial_record_key(pid, qid, question, sub, spec) in have_trials:
-                    skipped += 1
-                else:
-                    todo.append(sub)
-            need_clean = ckey not in have_clean
-            if not todo and not need_clean:
-                continue
-            prompt_ids = backend.chat_ids(_messages(question))
-            meta[qid] = (question, backend.chat_text(_messages(question)), ckey)
-            tasks.append(QuestionTask(question_id=qid, prompt_ids=prompt_ids, substitutions=todo, need_clean=need_clean))
+        units, total, skipped = plan(spec, store, backend.provenance_id)
         report = RunReport(str(out), total, skipped, 0, 0, 0, 0, 0.0, detector.unproducible)
-        if not tasks:
+        if not units:
             console.print(f"nothing to do: all {total} trials of this spec are stored in {out}")
             return report
-        engine = SwapEngine(backend, detector, max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size,
-                            window=spec.window, topk=spec.topk, keep_topk=spec.keep_topk)
         t0 = time.perf_counter()
-        with _progress(console) as prog:
-            bar = prog.add_task("trials", total=total, completed=skipped, swaps=0, tps=0.0)
+        with progress_bar("sleight", "trials", "{task.fields[swaps]} swaps", "{task.fields[tps]:.0f} tok/s",
+                          console=console) as prog:
+            bar = prog.add_task("", total=total, completed=skipped, swaps=0, tps=0.0)
 
             def live(stats: dict) -> None:  # called by the engine after every decoding step
                 prog.update(bar, swaps=stats["swaps"], tps=stats["tokens"] / max(stats["seconds"], 1e-9))
 
-            for qres in engine.run(tasks, progress=live):
-                question, prompt_text, ckey = meta[qres.question_id]
-                if qres.clean is not None:
-                    rec = clean_record(backend, spec, qres.question_id, question, qres.clean, ckey)
-                    report.clean_written += store.write(CLEAN_TABLE, [rec])
-                    clean_ids = list(qres.clean.token_ids)
-                else:
-                    rows = store.rows(CLEAN_TABLE, "WHERE key = ?", [ckey])
-                    clean_ids = rows[0]["token_ids"] if rows else []
-                recs = [trial_record(backend, spec, qres.question_id, question, prompt_text, sub, tr, clean_ids, ckey)
-                        for sub, tr in qres.trials.items()]
-                report.trials_written += store.write(TRIALS_TABLE, recs)
-                report.swaps += sum(r.swap_count for r in recs)
-                prog.update(bar, advance=len(recs))
+            executor = executor or InProcessExecutor(SleightContext(backend, detector, spec), live=live)
+            done = commit(store, executor.execute(units, Worker(*WORKER, config=spec)),
+                          on_batch=lambda batch, _: prog.update(bar, advance=sum(f.stats["trials"] for f in batch)))
+        report.clean_written = done.written[CLEAN_TABLE]
+        report.trials_written = done.written[TRIALS_TABLE]
+        report.swaps = done.stats["swaps"]
+        report.tokens = done.stats["tokens"]
         report.seconds = time.perf_counter() - t0
-        report.tokens = engine.stats["tokens"]
         return report
     finally:
         store.close()

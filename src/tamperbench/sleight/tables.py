@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tamperbench.errors import UserError
-from tamperbench.markdown import escape_markdown, escape_markdown_cell
+from tamperbench.markdown import escape_markdown, markdown_table
 from tamperbench.sleight import paper_layout
 from tamperbench.sleight.metrics import RULE_TEXT
 from tamperbench.sleight.summary import fmt_estimate, judge_setup, summarize
@@ -100,9 +100,7 @@ TITLES = {
 
 
 def _markdown(title: str, head: list[str], rows: list[list[str]]) -> str:
-    lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(escape_markdown_cell(c) for c in r) + " |" for r in rows]  # model names: inert
-    return "\n".join(lines) + "\n"
+    return markdown_table(head, rows, title) + "\n"  # model names: inert
 
 
 def notes(judge: dict | None) -> list[str]:

@@ -8,7 +8,6 @@ from tamperbench.errors import UserError
 from tamperbench.quote.items import build_prompt, items_by_id
 from tamperbench.quote.runner import TABLE, QuoteRunSpec, run_quote
 from tamperbench.quote.scorer import score_response
-from tamperbench.store import RunStore
 
 pytestmark = pytest.mark.model
 
