@@ -91,5 +91,11 @@ def test_run_annotate_agreement_with_embedded_judge(tmp_path):
     assert "judge_vs_human" in proc.stdout and "human:human" in proc.stdout
     with RunStore.open_existing(run) as s:
         rows = s.rows("judge_agreement", "WHERE kind = 'judge_vs_human' AND rater_a = 'jury'")
+        (verdict,) = s.rows("judge_verdicts")
     assert {r["label"] for r in rows} == {"flagged", "corrected", "derailed", "aware"}
-    assert all(r["n"] <= 1 for r in rows)  # no-majority (unparsed) verdicts are left out, never read as False
+    human = {"flagged": False, "corrected": True, "derailed": False, "aware": False}  # what we posted above
+    for r in rows:
+        # a no-majority (unparsed) verdict is left out (n = 0), never read as False (n = 1)
+        jury = verdict[r["label"]]
+        assert r["n"] == (0 if jury is None else 1), (r, jury)
+        assert r["accuracy"] == (None if jury is None else float(jury == human[r["label"]])), (r, jury)
