@@ -1,0 +1,78 @@
+"""Next-token distribution statistics, batched, from one float32 ``log_softmax``.
+
+Why a module of its own: the swap engine reports log-prob, full-vocabulary entropy, the paper's
+top-k renormalised entropy and top-k per step; OWMI compares whole distributions (Jensen-Shannon
+divergence). Both must compute them the same way, in float32, so the numbers agree across suites.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+import torch
+
+__all__ = ["DistStats", "distribution", "entropy", "js_divergence", "log_probs", "topk_entropy"]
+
+
+def log_probs(logits: torch.Tensor) -> torch.Tensor:
+    """float32 log-softmax over the last dimension (half-precision logits are upcast first)."""
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+def entropy(logp: torch.Tensor) -> torch.Tensor:
+    """Full-vocabulary entropy in nats; 0 * log 0 counts as 0 (masked vocabulary entries)."""
+    p = logp.exp()
+    return -(torch.where(p > 0, p * logp, torch.zeros((), device=p.device))).sum(-1)
+
+
+def topk_entropy(topk_logp: torch.Tensor) -> torch.Tensor:
+    """Entropy of the top-k log-probs renormalised to sum to one (the Sleight of Word estimate)."""
+    rn = topk_logp - torch.logsumexp(topk_logp, dim=-1, keepdim=True)
+    return -(rn.exp() * rn).sum(-1)
+
+
+def js_divergence(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
+    """Jensen-Shannon divergence (nats, in [0, ln 2]) between rows of two log-prob tensors."""
+    logp, logq = logp.float(), logq.float()
+    logm = torch.logaddexp(logp, logq) - torch.log(torch.tensor(2.0, device=logp.device))
+
+    def kl(a: torch.Tensor) -> torch.Tensor:
+        pa = a.exp()
+        return torch.where(pa > 0, pa * (a - logm), torch.zeros((), device=a.device)).sum(-1)
+
+    return 0.5 * kl(logp) + 0.5 * kl(logq)
+
+
+@dataclass
+class DistStats:
+    """Per-row statistics of a pending distribution (first dimension = rows)."""
+
+    entropy: torch.Tensor  # (b,) nats, full vocabulary
+    entropy_topk: torch.Tensor  # (b,) nats, top-k renormalised
+    topk_logprobs: torch.Tensor  # (b, k)
+    topk_ids: torch.Tensor  # (b, k) long
+    greedy: torch.Tensor  # (b,) long: the arg-max token
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> DistStats:
+        return DistStats(*(fn(t) for t in self.tensors()))
+
+    def assign(self, idx, other: DistStats) -> None:
+        """self[idx] = other (row-wise, every field)."""
+        for dst, src in zip(self.tensors(), other.tensors()):
+            dst[idx] = src
+
+    @classmethod
+    def empty(cls, k: int, device) -> DistStats:
+        z = lambda *s, **kw: torch.zeros(*s, device=device, **kw)  # noqa: E731
+        return cls(z(0), z(0), z(0, k), z(0, k, dtype=torch.long), z(0, dtype=torch.long))
+
+
+def distribution(logits: torch.Tensor, topk: int) -> tuple[torch.Tensor, DistStats]:
+    """float32 log_softmax plus entropy, top-k entropy, top-k and arg-max, all batched."""
+    logp = log_probs(logits)
+    tlp, tid = logp.topk(topk, dim=-1)
+    return logp, DistStats(entropy(logp), topk_entropy(tlp), tlp, tid, logp.argmax(-1))

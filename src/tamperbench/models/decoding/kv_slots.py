@@ -1,0 +1,200 @@
+"""Slot-based KV storage: the one part of the step decoder coupled to transformers' cache classes.
+
+Why: ``DynamicCache`` concatenates a new column onto every layer's keys and values at every step,
+and cannot drop a row, take back a token or admit a row of another length. ``SlotKV`` holds
+``rows x heads x columns x dim`` buffers, preallocated and written in place, and hands the model
+a ``transformers.cache_utils.Cache`` whose layers are views into them. Each row has its own
+boolean column mask and position counter, so rows of different lengths coexist (new rows are
+left-padded, rolled-back tokens become masked holes, dead slots are reused).
+
+Coupling: ``_SlotLayer`` subclasses ``DynamicLayer`` and overrides ``update``,
+``lazy_initialization`` and ``get_seq_length``; pyproject pins transformers to the range this
+was tested with, and tests/integration/models/test_architecture_parity.py checks it per architecture.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+
+__all__ = ["SlotKV", "sliding_window_of"]
+
+
+def sliding_window_of(config) -> int | None:
+    """The sliding-attention window if any layer of the model uses one (mistral, phi3, gemma2/3)."""
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if not window or (types is not None and "sliding_attention" not in types):
+        return None
+    return int(window)
+
+
+class _SlotLayer(DynamicLayer):
+    """One layer's KV storage: a preallocated buffer; the model's update writes columns in place."""
+
+    def __init__(self, kbuf: torch.Tensor, vbuf: torch.Tensor):
+        super().__init__()
+        self.kbuf, self.vbuf = kbuf, vbuf
+        self.b = 0  # rows in the batch
+        self.n = 0  # columns in use
+        self.is_initialized = True
+        self.device = kbuf.device
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.keys = self.kbuf[: self.b, :, : self.n]
+        self.values = self.vbuf[: self.b, :, : self.n]
+
+    def lazy_initialization(self, key_states, value_states) -> None:  # buffers exist already
+        pass
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        q = key_states.shape[-2]
+        self.kbuf[: self.b, :, self.n: self.n + q] = key_states
+        self.vbuf[: self.b, :, self.n: self.n + q] = value_states
+        self.n += q
+        self.refresh()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.n
+
+
+class SlotKV:
+    """KV buffers for ``capacity`` slots plus each slot's column mask and position counter."""
+
+    def __init__(self, config, *, capacity: int, dtype: torch.dtype, device: torch.device, column_chunk: int = 64):
+        self.config = config
+        self.capacity, self.dtype, self.device, self.column_chunk = capacity, dtype, device, column_chunk
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self._shape = (heads, head_dim)
+        self.layers = [self._new_layer(0) for _ in range(config.num_hidden_layers)]
+        self.cache = Cache(layers=self.layers)
+        self.mask = torch.zeros(capacity, 0, dtype=torch.bool, device=device)
+        self.pos = torch.zeros(capacity, dtype=torch.long, device=device)
+        self.window = sliding_window_of(config)
+
+    def _new_layer(self, cols: int) -> _SlotLayer:
+        h, d = self._shape
+        z = lambda: torch.zeros(self.capacity, h, cols, d, dtype=self.dtype, device=self.device)  # noqa: E731
+        return _SlotLayer(z(), z())
+
+    @property
+    def b(self) -> int:
+        return self.layers[0].b
+
+    @property
+    def n(self) -> int:
+        return self.layers[0].n
+
+    def set_bn(self, b: int, n: int) -> None:
+        for layer in self.layers:
+            layer.b, layer.n = b, n
+            layer.refresh()
+
+    def prefill_cache(self) -> DynamicCache:
+        """A plain cache for a prefill forward; its keys are then copied in with :meth:`write_block`.
+
+        Built without the config on purpose: with one, sliding-window layers keep only their last
+        ``window`` columns, and the prefix a row needs after a rollback would be gone."""
+        return DynamicCache()
+
+    def step_mask(self, b: int, n1: int):
+        """The attention mask for a one-column step over columns ``[0, n1)``.
+
+        Without sliding-window layers: the 2-D column mask (transformers builds the causal mask).
+        With them, transformers would measure the window in columns, but a row's columns include
+        holes (rolled-back tokens) and left padding, so the window is built here from each column's
+        position instead: column c of a row is at position (real columns before c), and a sliding
+        layer sees key k from query q iff pos(q) - pos(k) < window, as in transformers.
+        """
+        am = self.mask[:b, :n1]
+        if self.window is None:
+            return am
+        from transformers.masking_utils import create_causal_mask
+
+        kpos = am.long().cumsum(1) - 1
+        qpos = self.pos[:b].clone()
+        window = self.window
+
+        def in_window(batch_idx, head_idx, q_idx, kv_idx):
+            return qpos[batch_idx] - kpos[batch_idx, kv_idx] < window
+
+        like = torch.empty(b, 1, 1, dtype=self.dtype, device=self.device)
+        sliding = create_causal_mask(self.config, like, am, self.cache, and_mask_function=in_window)
+        types = getattr(self.config, "layer_types", None)
+        if types is None:  # mistral, phi3: every layer slides, and the model takes one mask
+            return sliding
+        return {"full_attention": create_causal_mask(self.config, like, am, self.cache),
+                "sliding_attention": sliding}
+
+    def ensure_columns(self, need: int, shift: int = 0) -> None:
+        """Make room for ``need`` columns; ``shift`` moves existing columns right (left-pad everyone)."""
+        cap = self.layers[0].kbuf.shape[2]
+        if need <= cap and shift == 0:
+            if self.mask.shape[1] < cap:
+                self.mask = torch.cat([self.mask, self.mask.new_zeros(self.capacity, cap - self.mask.shape[1])], 1)
+            return
+        new_cap = max(need, cap) + self.column_chunk
+        b, n = self.b, self.n
+        for layer in self.layers:
+            fresh = self._new_layer(new_cap)
+            fresh.kbuf[:b, :, shift: shift + n] = layer.kbuf[:b, :, :n]
+            fresh.vbuf[:b, :, shift: shift + n] = layer.vbuf[:b, :, :n]
+            layer.kbuf, layer.vbuf = fresh.kbuf, fresh.vbuf
+        mask = self.mask.new_zeros(self.capacity, new_cap)
+        mask[:b, shift: shift + n] = self.mask[:b, :n]
+        self.mask = mask
+        self.set_bn(b, n + shift)
+
+    def write_block(self, idx: torch.Tensor, kv, colmask: torch.Tensor | None = None) -> None:
+        """Write right-aligned KV blocks (per layer (keys, values), columns = width) into slots ``idx``."""
+        n = self.n
+        width = kv[0][0].shape[-2]
+        for layer, (k, v) in zip(self.layers, kv):
+            layer.kbuf[idx, :, n - width: n] = k
+            layer.vbuf[idx, :, n - width: n] = v
+        self.mask[idx] = False
+        self.mask[idx, n - width: n] = True if colmask is None else colmask
+
+    def copy_rows(self, src: int, idx: torch.Tensor) -> None:
+        n = self.n
+        for layer in self.layers:
+            layer.kbuf[idx, :, :n] = layer.kbuf[src, :, :n].clone()
+            layer.vbuf[idx, :, :n] = layer.vbuf[src, :, :n].clone()
+        self.mask[idx] = self.mask[src].clone()
+        self.pos[idx] = self.pos[src].clone()
+
+    def real_columns(self, s: int) -> torch.Tensor:
+        return self.mask[s, : self.n].nonzero()[:, 0]
+
+    def export(self, s: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        cols = self.real_columns(s)
+        return [(layer.kbuf[s][:, cols].clone(), layer.vbuf[s][:, cols].clone()) for layer in self.layers]
+
+    def drop_leading(self, first: int) -> None:
+        """Drop the first ``first`` columns of every slot (no live row uses them)."""
+        b, n = self.b, self.n
+        for layer in self.layers:
+            for buf in (layer.kbuf, layer.vbuf):
+                buf[:b, :, : n - first] = buf[:b, :, first:n].clone()
+        self.mask[:b, : n - first] = self.mask[:b, first:n].clone()
+        self.mask[:b, n - first:] = False
+        self.set_bn(b, n - first)
+
+    def keep(self, idx: torch.Tensor) -> None:
+        """Keep only slots ``idx`` (in that order) and the columns any of them uses."""
+        b, n = len(idx), self.n
+        if b == 0:
+            self.set_bn(0, 0)
+            return
+        cols = self.mask[idx, :n].any(0).nonzero()[:, 0]
+        for layer in self.layers:
+            for buf in (layer.kbuf, layer.vbuf):
+                buf[:b, :, : len(cols)] = buf[:, :, :n].index_select(0, idx).index_select(2, cols)
+        mask = self.mask[idx][:, cols]
+        self.mask[:] = False
+        self.mask[:b, : len(cols)] = mask
+        self.pos[:b] = self.pos[idx].clone()
+        self.set_bn(b, len(cols))
