@@ -22,6 +22,7 @@ def run_cmd(
     out: Path = typer.Option(..., "--out", help="Run directory (created; resumed when it holds the same spec)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Spec file (JSON); see examples/owmi_full.json."),
     preset: Optional[str] = typer.Option(None, "--preset", help="quick: embedded model, 3 built-in items, all conditions."),
+    model: Optional[str] = typer.Option(None, "--model", help="With --preset: the model spec to test (default embedded)."),
     new: bool = typer.Option(False, "--new", help="Discard what the run directory holds and start afresh."),
 ) -> None:
     """Run (or resume) an OWMI spec, then print the per-condition summary."""
@@ -31,7 +32,9 @@ def run_cmd(
         raise UserError("owmi run: give exactly one of --config FILE or --preset quick")
     if preset is not None and preset not in PRESETS:
         raise UserError(f"--preset: must be one of {', '.join(PRESETS)}; got {preset!r}")
-    spec = load_spec(config) if config is not None else PRESETS[preset]()
+    if model is not None and preset is None:
+        raise UserError("--model: only with --preset (a config file names its models)")
+    spec = load_spec(config) if config is not None else PRESETS[preset](**({"models": [model]} if model else {}))
     from tamperbench.owmi.runner import run
     from tamperbench.owmi.summary import render
 

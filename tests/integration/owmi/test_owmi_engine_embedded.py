@@ -1,0 +1,88 @@
+"""The OWMI engine end to end on the real embedded model (SmolLM2-135M): one item, the detection
+probe, Tracks A and B (genuinely delayed), both scopes, every condition, a tier-2 observer routed
+to a second model spec (here the embedded model again: no other model is available offline)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tamperbench.owmi.records import RUNS_TABLE, analysable
+from tamperbench.owmi.runner import run
+from tamperbench.owmi.spec import quick_spec
+from tamperbench.store import RunStore
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def owmi_run(tmp_path_factory, embedded_backend):
+    out = tmp_path_factory.mktemp("owmi") / "run"
+    spec = quick_spec(items_per_benchmark=1, probes=["detection"], tracks=["A", "B_delayed"], calibration_steps=3,
+                      observer_models=["embedded"], task_max_new_tokens=8, probe_max_new_tokens=12)
+    rep = run(spec, out)
+    with RunStore.open_existing(out, read_only=True) as st:
+        rows = st.rows(RUNS_TABLE)
+        cal = st.rows("owmi_calibration")
+    return spec, out, rep, rows, cal
+
+
+def test_every_pair_is_complete(owmi_run):
+    spec, _, rep, rows, _ = owmi_run
+    by_pair: dict[str, set] = {}
+    for r in rows:
+        by_pair.setdefault(r["pair_id"], set()).add((r["condition"], r["observer_tier"]))
+    want = {("intervention", None), ("sham", None), ("random_unit", None), ("random_matched", None),
+            ("observer", 1), ("observer", 2)}
+    assert len(by_pair) == 2 * 2  # tracks x scopes (one item, one probe, one seed)
+    for pair, got in by_pair.items():
+        assert want <= got, f"pair {pair} lacks {want - got}"
+    assert all(analysable(r) for r in rows)
+    assert rep.written == len(rows)
+
+
+def test_effects_and_impact_matching(owmi_run):
+    _, _, _, rows, cal = owmi_run
+    first = {r["condition"]: r for r in rows if r["track"] == "A" and r["hook_scope"] == "active"}
+    assert first["sham"]["js_mean"] == 0.0 and first["sham"]["js_max"] == 0.0
+    assert first["intervention"]["js_mean"] > 0 and first["intervention"]["js_max"] >= first["intervention"]["js_mean"]
+    target = first["intervention"]["js_mean"]
+    rm, ru = first["random_matched"], first["random_unit"]
+    assert rm["match_target_js"] == pytest.approx(target)
+    assert abs(rm["match_achieved_js"] - target) <= abs(ru["js_mean"] - target) + 1e-12, \
+        "calibration must match the treatment's JS at least as well as the norm-matched control"
+    assert rm["js_mean"] == pytest.approx(rm["match_achieved_js"], rel=1e-6)
+    assert cal and cal[0]["iterations"] >= 3
+    assert ru["random_norm"] == pytest.approx(first["intervention"]["delta_norm"], rel=1e-4)
+    assert first["intervention"]["causal_effect"] == pytest.approx(
+        first["intervention"]["answer_logprob_base"] - first["intervention"]["answer_logprob_altered"])
+
+
+def test_declared_positions_are_the_task_tokens(owmi_run, embedded_backend):
+    _, _, _, rows, _ = owmi_run
+    r = next(r for r in rows if r["condition"] == "intervention" and r["track"] == "A")
+    text = embedded_backend.tokenizer.decode([r["prompt_ids"][i] for i in r["intervened_positions"]])
+    assert "capital of France" in text and "Did anything unusual" not in text
+    sham = next(x for x in rows if x["condition"] == "sham" and x["pair_id"] == r["pair_id"])
+    assert sham["intervened_positions"] == [] and sham["prompt_ids"] == r["prompt_ids"]
+
+
+def test_delayed_track_asks_in_a_later_turn(owmi_run):
+    _, _, _, rows, _ = owmi_run
+    for r in rows:
+        if r["track"] == "B_delayed" and r["condition"] != "observer":
+            assert r["task_output"] is not None
+            assert r["prompt_text"].count("<|im_start|>user") == 2, "the probe is a second user turn"
+            assert r["task_output"].strip()[:5] in r["prompt_text"]
+
+
+def test_parse_failures_are_recorded_not_imputed(owmi_run):
+    _, _, _, rows, _ = owmi_run
+    for r in rows:
+        if not r["parse_ok"]:
+            assert r["parse_error"] and r["detected"] is None and r["graded"] is None
+
+
+def test_resume_writes_nothing(owmi_run):
+    spec, out, _, rows, _ = owmi_run
+    rep = run(spec, out)
+    assert rep.written == 0 and rep.skipped_units == rep.units == 1
