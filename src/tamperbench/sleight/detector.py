@@ -18,6 +18,25 @@ Kinds of occurrence:
 * ``spaceless`` a capitalised trigger glued to a preceding letter (``userThe``): the intended
                 word, but not a whole word in the text; recorded, not swapped.
 * ``none``      anything else, including subword continuations (``theory``, ``bathe``).
+
+Two rule sets (``rules``), because Appendix C and the reference implementation
+(``src/awareness/tokens.py`` of fractalego/Sleight-of-Word) disagree on a few edges. ``reference``
+(the default) follows the code that produced the paper's numbers; ``appendix-c`` keeps tamperbench
+v1's reading of the appendix's whole-word rule:
+
+===============================================  ======================  ======================
+case                                             reference (default)     appendix-c
+===============================================  ======================  ======================
+digit before the word (``4the``)                 swapped                 not swapped
+apostrophe after the word (``the'``)             not swapped             swapped
+apostrophe before the word (``'the``, 2 tokens)  not swapped             swapped
+one token = trigger + trailing punctuation       candidate; replacement  candidate; replacement
+(`` the.``)                                      drops the punctuation   keeps it
+all-caps trigger (``THE`` -> ...)                ``Scarf``               ``SCARF``
+===============================================  ======================  ======================
+
+The reference treats a letter or an apostrophe as part of a word; appendix-c a letter, digit or
+underscore.
 """
 
 from __future__ import annotations
@@ -28,6 +47,8 @@ from typing import Literal, Sequence
 from tamperbench.errors import UserError
 
 Kind = Literal["swap", "mention", "spaceless", "none"]
+Rules = Literal["reference", "appendix-c"]
+RULES: tuple[str, ...] = ("reference", "appendix-c")
 
 _MARKERS = "\u2581\u0120"  # SentencePiece / byte-level space markers, in case a decoder leaves them
 
@@ -38,7 +59,8 @@ class Occurrence:
 
     kind: Kind
     trigger: str | None  # canonical lower-case trigger matched
-    surface: str  # the token's text as it appears in context (e.g. " The")
+    surface: str  # the token's text as it appears in context (e.g. " The", " the.")
+    trail: str = ""  # text after the trigger inside the same token (e.g. "." of " the.")
 
 
 def _strip_lead(text: str) -> str:
@@ -49,12 +71,19 @@ def _is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
 
 
-def case_like(surface_core: str, word: str) -> str:
-    """Give ``word`` the trigger's case pattern: the->scarf, The->Scarf, THE->SCARF.
+def _glues(ch: str, rules: str) -> bool:
+    """Whether ``ch`` next to the word makes it part of a longer word under ``rules``."""
+    if rules == "reference":
+        return ch[:1].isalpha() or ch[:1] == "'"
+    return _is_word_char(ch)
+
+
+def case_like(surface_core: str, word: str, rules: str = "reference") -> str:
+    """Give ``word`` the trigger's case pattern: the->scarf, The->Scarf; THE->Scarf (reference) or SCARF.
 
     Lower-case triggers keep the word as listed (so the entity stays "Mandela effect").
     """
-    if len(surface_core) > 1 and surface_core.isupper():
+    if rules == "appendix-c" and len(surface_core) > 1 and surface_core.isupper():
         return word.upper()
     if surface_core[:1].isupper():
         return word[:1].upper() + word[1:]
@@ -64,10 +93,13 @@ def case_like(surface_core: str, word: str) -> str:
 class TriggerDetector:
     """Classifies emitted tokens as trigger occurrences and builds case-matched replacements."""
 
-    def __init__(self, tokenizer, triggers: Sequence[str] = ("the",)):
+    def __init__(self, tokenizer, triggers: Sequence[str] = ("the",), rules: Rules = "reference"):
         cleaned = [t.strip().lower() for t in triggers]
         if not cleaned or any(not t for t in cleaned):
             raise UserError("--trigger: trigger words must be non-empty")
+        if rules not in RULES:
+            raise UserError(f"--detector-rules: '{rules}' is not one of {', '.join(RULES)}")
+        self.rules = rules
         self.tokenizer = tokenizer
         self.triggers: tuple[str, ...] = tuple(dict.fromkeys(cleaned))
         trig = set(self.triggers)
@@ -76,6 +108,7 @@ class TriggerDetector:
         texts = _decode_each(tokenizer, vocab)
         self._whole: dict[int, str] = {}  # id -> trigger, token is [ws]trigger
         self._mention: dict[int, str] = {}  # id -> trigger, token is [ws]punct+trigger
+        self._trail: dict[int, str] = {}  # id -> text after the trigger, token is [ws]trigger+punct
         for i, text in enumerate(texts):
             if i in special:
                 continue
@@ -83,6 +116,12 @@ class TriggerDetector:
             low = core.lower()
             if low in trig:
                 self._whole[i] = low
+                continue
+            hit = next((t for t in self.triggers if len(low) > len(t) and low.startswith(t)
+                        and not _glues(core[len(t)], rules)), None)
+            if hit is not None:
+                self._whole[i] = hit
+                self._trail[i] = core[len(hit):]
                 continue
             for t in self.triggers:
                 if len(low) > len(t) and low.endswith(t):
@@ -109,30 +148,35 @@ class TriggerDetector:
         if token_id not in self._candidates:
             return Occurrence("none", None, self._decode([token_id]))
         trigger = self._whole.get(token_id) or self._mention[token_id]
+        trail = self._trail.get(token_id, "")
         n = len(trigger)
         # Left side: decode with the predecessor so a dropped leading space reappears.
         surface = self._surface[token_id]
+        body = surface[: len(surface) - len(trail)]
         if prev_id is None:
-            core, before = surface[-n:], ""
+            core, before = body[-n:], ""
         else:
             pair = self._decode([prev_id, token_id])
+            if trail and not pair.endswith(trail):
+                return Occurrence("none", trigger, surface, trail)  # decoder surprise: do not swap blind
+            pair = pair[: len(pair) - len(trail)]
             core = pair[-n:]
             before = pair[-n - 1] if len(pair) > n else ""
-        # Right side: decode with the successor; a letter right after the word means a longer word.
+        # Right side: decode with the successor; a letter right after the token means a longer word.
         if next_id is not None:
             after_pair = _strip_lead(self._decode([token_id, next_id]))
             lead_len = len(_strip_lead(self._decode([token_id])))
             after = after_pair[lead_len : lead_len + 1]
-            if after and _is_word_char(after):
-                return Occurrence("none", trigger, surface)
+            if after and _glues(after, self.rules):
+                return Occurrence("none", trigger, surface, trail)
         if token_id in self._mention:
             return Occurrence("mention", trigger, surface)
         if core.lower() != trigger:  # decoder surprise (e.g. partial UTF-8): do not swap blind
-            return Occurrence("none", trigger, surface)
-        if before and _is_word_char(before):
-            kind: Kind = "spaceless" if core[:1].isupper() and not before.isdigit() else "none"
-            return Occurrence(kind, trigger, surface)
-        return Occurrence("swap", trigger, surface)
+            return Occurrence("none", trigger, surface, trail)
+        if before and _glues(before, self.rules):
+            kind: Kind = "spaceless" if core[:1].isupper() and before.isalpha() else "none"
+            return Occurrence(kind, trigger, surface, trail)
+        return Occurrence("swap", trigger, surface, trail)
 
     # -- replacement -----------------------------------------------------------------------
     def replacement_ids(self, occ: Occurrence, word: str, prev_id: int | None) -> list[int]:
@@ -144,9 +188,11 @@ class TriggerDetector:
         if occ.trigger is None:
             raise ValueError("replacement_ids needs a trigger occurrence")
         n = len(occ.trigger)
-        core = occ.surface[-n:]
-        ws = occ.surface[: len(occ.surface) - n]
-        cased = case_like(core, word)
+        body = occ.surface[: len(occ.surface) - len(occ.trail)]
+        core = body[-n:]
+        ws = body[: len(body) - n]
+        # The reference replaces the whole token, so punctuation inside it goes; appendix-c keeps it.
+        cased = case_like(core, word, self.rules) + (occ.trail if self.rules == "appendix-c" else "")
         candidates = [self._encode(ws + cased)]
         if ws:
             candidates.append(self._encode(cased))  # tokenizers that add their own prefix space

@@ -61,7 +61,9 @@ class TinyVocab:
         return out
 
 
-pytestmark = pytest.mark.model  # the real SmolLM2 tokenizer comes with the session's embedded backend
+# Only tests that use the real SmolLM2 tokenizer (it comes with the session's embedded backend) carry
+# the ``model`` mark; the toy-vocabulary tests are pure and run in the fast suite.
+model = pytest.mark.model
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +97,7 @@ def classify_at(det, ids, k):
     return det.classify(prev, ids[k], nxt)
 
 
+@model
 def test_wrapper_really_drops_the_space(smol_tokenizer):
     wrapped = DropsSpaceAlone(smol_tokenizer)
     the = ids_of(smol_tokenizer, " the")
@@ -104,6 +107,7 @@ def test_wrapper_really_drops_the_space(smol_tokenizer):
     assert wrapped.decode(x + the) == "x the"
 
 
+@model
 def test_sentence_initial_The_is_swapped(tok, det):
     ids = ids_of(tok, "The capital is Paris.")
     assert classify_at(det, ids, 0) == Occurrence("swap", "the", "The")
@@ -112,6 +116,7 @@ def test_sentence_initial_The_is_swapped(tok, det):
     assert classify_at(det, ids, k) == Occurrence("swap", "the", " The")
 
 
+@model
 @pytest.mark.parametrize("text", ["in the.", "in the, said", "in the!", "of the"])
 def test_the_before_punctuation_or_end(tok, det, text):
     ids = ids_of(tok, text)
@@ -120,6 +125,7 @@ def test_the_before_punctuation_or_end(tok, det, text):
     assert occ.kind == "swap" and occ.surface == " the"
 
 
+@model
 @pytest.mark.parametrize("text", ["a theory", "and these", "the other", "a theme"])
 def test_longer_words_never_swap(tok, det, text):
     ids = ids_of(tok, text)
@@ -133,6 +139,7 @@ def test_longer_words_never_swap(tok, det, text):
             assert occ.kind == "none"
 
 
+@model
 def test_subword_continuation_is_caught_by_lookahead(tok, det):
     # " the" followed by "ory" spells " theory": only the look-ahead token can tell.
     the = ids_of(tok, " the")[0]
@@ -142,6 +149,7 @@ def test_subword_continuation_is_caught_by_lookahead(tok, det):
     assert det.classify(ids_of(tok, "a")[0], the, ory[0]).kind == "none"
 
 
+@model
 def test_quoted_the_split_by_smollm2_is_a_whole_word(tok, det):
     # SmolLM2 has no '"the' token: the quote is its own token, so the paper's token-level rule
     # sees a whole word after punctuation and swaps it (mentions are single punctuation-led tokens).
@@ -162,6 +170,7 @@ def test_single_token_quoted_the_is_a_mention():
     assert det.replacement_ids(Occurrence("swap", "the", " The"), "scarf", said) == [12]
 
 
+@model
 def test_line_start(tok, det):
     ids = ids_of(tok, "Answer:\nThe sun")
     k = find(tok, ids, "The")
@@ -171,6 +180,7 @@ def test_line_start(tok, det):
     assert tok.decode(ids[:k] + repl) == "Answer:\nScarf"
 
 
+@model
 def test_trigger_at_last_budget_position(tok, det):
     ids = ids_of(tok, "It is in the")
     k = len(ids) - 1
@@ -179,6 +189,7 @@ def test_trigger_at_last_budget_position(tok, det):
     assert det.classify(ids[k - 1], ids[k], ids_of(tok, "ory")[0]).kind == "none"
 
 
+@model
 def test_spaceless_capital_after_letter(tok, det):
     ids = ids_of(tok, "userThe")
     k = find(tok, ids, "The")
@@ -191,12 +202,13 @@ def test_spaceless_capital_after_letter(tok, det):
     [
         ("I saw the", "scarf", "I saw scarf"),
         ("Yes. The", "scarf", "Yes. Scarf"),
-        ("NOTE: THE", "scarf", "NOTE: SCARF"),
+        ("NOTE: THE", "scarf", "NOTE: Scarf"),
         ("I saw the", "Mandela effect", "I saw Mandela effect"),
         ("Yes. The", "Mandela effect", "Yes. Mandela effect"),
         ("I saw the", "coathanger", "I saw coathanger"),
     ],
 )
+@model
 def test_replacement_keeps_case_and_space(tok, det, context, word, expected):
     ids = ids_of(tok, context)
     k = len(ids) - 1
@@ -206,6 +218,7 @@ def test_replacement_keeps_case_and_space(tok, det, context, word, expected):
     assert tok.decode(ids[:k] + repl) == expected
 
 
+@model
 def test_multi_token_replacement(tok, det):
     ids = ids_of(tok, "in the")
     occ = det.classify(ids[0], ids[1], None)
@@ -215,6 +228,7 @@ def test_multi_token_replacement(tok, det):
     assert det.replacement_ids(occ, "scarf", ids[0]) == ids_of(tok, " scarf")
 
 
+@model
 def test_answer_start_replacement(tok, det):
     ids = ids_of(tok, "The")
     occ = det.classify(None, ids[0], None)
@@ -226,11 +240,14 @@ def test_answer_start_replacement(tok, det):
 def test_case_like():
     assert case_like("the", "scarf") == "scarf"
     assert case_like("The", "scarf") == "Scarf"
-    assert case_like("THE", "scarf") == "SCARF"
-    assert case_like("THE", "Mandela effect") == "MANDELA EFFECT"
+    # the reference capitalises only the first letter of an all-caps trigger's replacement
+    assert case_like("THE", "scarf") == "Scarf"
+    assert case_like("THE", "scarf", "appendix-c") == "SCARF"
+    assert case_like("THE", "Mandela effect", "appendix-c") == "MANDELA EFFECT"
     assert case_like("the", "Mandela effect") == "Mandela effect"
 
 
+@model
 def test_several_triggers_and_unproducible(tok):
     det = TriggerDetector(tok, ["The", "a", "xylophonically"])
     assert det.triggers == ("the", "a", "xylophonically")
@@ -241,8 +258,63 @@ def test_several_triggers_and_unproducible(tok):
     assert not det.is_candidate(ids_of(tok, " cat")[0])
 
 
+@model
 def test_empty_trigger_is_user_error(tok):
     with pytest.raises(UserError):
         TriggerDetector(tok, [" "])
     with pytest.raises(UserError):
         TriggerDetector(tok, [])
+
+
+class EdgeVocab(TinyVocab):
+    """A toy vocabulary with the tokens the reference / Appendix C edge cases need."""
+
+    VOCAB = ["<s>", "x", " x", "4", "the", " the", "'", "s", " the'", " the.", ".", "com", " said", " THE",
+             " scarf", " Scarf", " SCARF", "scarf", "Scarf", "SCARF"]
+
+
+def _edge(rules):
+    vocab = EdgeVocab()
+    ids = {t: i for i, t in enumerate(vocab.VOCAB)}
+    return TriggerDetector(vocab, ["the"], rules=rules), ids
+
+
+@pytest.mark.parametrize("rules, kind", [("reference", "swap"), ("appendix-c", "none")])
+def test_a_digit_before_the_word(rules, kind):
+    det, ids = _edge(rules)
+    assert det.classify(ids["4"], ids["the"], ids["."]).kind == kind  # "4the."
+
+
+@pytest.mark.parametrize("rules, kind", [("reference", "none"), ("appendix-c", "swap")])
+def test_an_apostrophe_next_to_the_word(rules, kind):
+    det, ids = _edge(rules)
+    assert det.classify(ids[" said"], ids[" the"], ids["'"]).kind == kind  # " said the'"
+    assert det.classify(ids["'"], ids["the"], ids["."]).kind == kind  # "'the."
+    # the apostrophe inside the same token: a candidate only under appendix-c
+    assert det.is_candidate(ids[" the'"]) is (rules == "appendix-c")
+    assert det.classify(ids[" said"], ids[" the'"], ids[" x"]).kind == kind
+
+
+@pytest.mark.parametrize("rules, expected", [("reference", [" scarf"]), ("appendix-c", [" scarf", "."])])
+def test_trigger_and_trailing_punctuation_in_one_token(rules, expected):
+    det, ids = _edge(rules)
+    assert det.is_candidate(ids[" the."])
+    occ = det.classify(ids[" said"], ids[" the."], ids[" x"])
+    assert occ == Occurrence("swap", "the", " the.", ".")
+    # the reference replaces the whole token, so its period goes; appendix-c keeps it
+    assert det.replacement_ids(occ, "scarf", ids[" said"]) == [ids[t] for t in expected]
+    # a letter right after the token: not a whole word ("the.com")
+    assert det.classify(ids[" said"], ids[" the."], ids["com"]).kind == "none"
+
+
+@pytest.mark.parametrize("rules, expected", [("reference", " Scarf"), ("appendix-c", " SCARF")])
+def test_all_caps_trigger(rules, expected):
+    det, ids = _edge(rules)
+    occ = det.classify(ids[" said"], ids[" THE"], ids["."])
+    assert occ.kind == "swap"
+    assert det.replacement_ids(occ, "scarf", ids[" said"]) == [ids[expected]]
+
+
+def test_unknown_rules_are_a_user_error():
+    with pytest.raises(UserError, match="--detector-rules"):
+        TriggerDetector(EdgeVocab(), ["the"], rules="paper")
