@@ -96,7 +96,7 @@ def control_margin(rows: Iterable[dict], control: str | Sequence[str], *, pair: 
     """
     names = {control} if isinstance(control, str) else set(control)
     diffs, clusters, dropped = [], [], Counter()
-    for pid, conds in sorted(_by_pair(rows, pair, condition).items()):
+    for _pid, conds in sorted(_by_pair(rows, pair, condition).items()):
         ctrl = [r for c in names for r in conds.get(c, [])]
         if a not in conds or not ctrl:
             if a in conds or ctrl:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import norm
 
 from tamperbench.errors import UserError
 
@@ -41,19 +40,19 @@ def test_known_positive_trains_scores_heldout_and_rechecks_disjointness(embedded
     from tamperbench.stats.intervals import error_rate_upper_bound
     from tamperbench.stats.sdt import dprime_counts
 
-    spec = KnownPositiveSpec(train_seeds=(500000, 500015), heldout_seeds=(900000, 900011), epochs=2)
+    spec = KnownPositiveSpec(train_seeds=(500000, 500011), heldout_seeds=(900000, 900007), epochs=2)
     with idle_core_threads():
         model, record = train(embedded_backend, spec)
-        assert record["trained_seeds"] == list(range(500000, 500016)) and record["n_examples"] == 32
+        assert record["trained_seeds"] == list(range(500000, 500012)) and record["n_examples"] == 24
         assert any(p.requires_grad for p in model.parameters())
         res = evaluate(embedded_backend, spec, model, record, n_boot=200)
         bad = {**record, "trained_seeds": record["trained_seeds"] + [900003]}
         with pytest.raises(UserError, match="used in training"):
             evaluate(embedded_backend, spec, model, bad, n_boot=10)
-    assert res["n_heldout"] == 12 and res["disjoint"] == {"at_spec": True, "at_evaluation": True}
-    assert res["dprime"]["estimate"] == pytest.approx(dprime_counts(res["hits"], 12, res["false_alarms"], 12))
-    assert res["errors"] == (12 - res["hits"]) + res["false_alarms"]
-    assert res["error_rate_upper95"] == pytest.approx(error_rate_upper_bound(res["errors"], 24))
+    assert res["n_heldout"] == 8 and res["disjoint"] == {"at_spec": True, "at_evaluation": True}
+    assert res["dprime"]["estimate"] == pytest.approx(dprime_counts(res["hits"], 8, res["false_alarms"], 8))
+    assert res["errors"] == (8 - res["hits"]) + res["false_alarms"]
+    assert res["error_rate_upper95"] == pytest.approx(error_rate_upper_bound(res["errors"], 16))
     assert 0.0 <= res["auroc"]["estimate"] <= 1.0
     # the shared backend's model was not touched by peft (training used a copy)
     assert not any("lora" in n for n, _ in embedded_backend.model.named_parameters())

@@ -51,7 +51,7 @@ class KnownPositiveSpec(BaseModel):
     item_seed: int = 1
     lora_rank: int = Field(8, ge=1, le=256)
     lora_alpha: float = 16.0
-    learning_rate: float = Field(1e-3, gt=0)
+    learning_rate: float = Field(5e-3, gt=0)
     epochs: int = Field(1, ge=1, le=50)
     batch_size: int = Field(8, ge=1, le=256)
     train_seed: int = 0
