@@ -183,7 +183,8 @@ def run_quote(spec: QuoteRunSpec, out: Path, *, backend=None, new: bool = False,
     if backend is None:
         from tamperbench.models import load_backend
 
-        backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size)
+        backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
+                               chat_template=spec.chat_template)
     store = RunStore.open(out, spec, new=new)
     store.ensure_table(TABLE, QuoteTrial)
     store.put_provenance(backend.provenance)

@@ -208,7 +208,8 @@ def run(spec: SleightSpec, out: str | Path, *, new: bool = False, backend=None,
     if backend is None:
         from tamperbench.models import load_backend
 
-        backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size)
+        backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
+                               chat_template=spec.chat_template)
     detector = TriggerDetector(backend.tokenizer, spec.triggers)
     for t in detector.unproducible:
         console.print(f"[yellow]warning:[/yellow] trigger '{t}' is never a whole-word token of this tokenizer; "

@@ -39,3 +39,13 @@ def test_cli_refuses_bad_seed_range_in_one_line():
 
     res = CliRunner().invoke(app, ["known-positive", "--out", "/tmp/x", "--train-seeds", "5:9", "--heldout-seeds", "8:12"])
     assert isinstance(res.exception, UserError) and "overlap" in str(res.exception)
+
+
+def test_structure_claim_needs_both_contrasts():
+    from tamperbench.owmi.analysis.claims import structure_claim
+
+    yes = {"estimable": True, "delta": {"domain": {"established": True}, "object": {"established": True}}}
+    half = {"estimable": True, "delta": {"domain": {"established": True}, "object": {"established": False}}}
+    assert "structure beyond seed variation" in structure_claim(yes)
+    assert "unsupported (Delta_object" in structure_claim(half)
+    assert "not assessable" in structure_claim({"estimable": False, "reason": "one object"})

@@ -99,3 +99,15 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
         e = c["equivalence"][0]
         text += f" (AUROC advantage below {100 * e['bound']:.2f} percentage points at alpha {e['alpha']})"
     return {"level": level, "claim": text, "held": held, "failed": failed, "not_measured": unknown}
+
+
+def structure_claim(variance: dict) -> str:
+    """D.5: domain/object structure only when both ICC contrasts over seed exclude zero on the positive side."""
+    if not variance.get("estimable"):
+        return f"domain/object structure: not assessable ({variance.get('reason', 'no estimate')})"
+    d = variance["delta"]
+    dom, obj = d.get("domain", {}).get("established"), d.get("object", {}).get("established")
+    if dom and obj:
+        return "the reportability profile has structure beyond seed variation (Delta_domain and Delta_object > 0)"
+    failed = [k for k, v in (("Delta_domain", dom), ("Delta_object", obj)) if not v]
+    return f"domain/object structure unsupported ({', '.join(failed)} interval reaches zero or below)"

@@ -126,6 +126,11 @@ def to_markdown(result: dict) -> str:
             L.append(f"- {_e(m)}: " + "; ".join(f"ICC_{k} = {d['estimate']:.3f} {_ci(d['ci'], 3)}" for k, d in v["icc"].items())
                      + "; " + "; ".join(f"Delta_{k} = {d['estimate']:+.3f} {_ci(d['ci'], 3)}" for k, d in v["delta"].items()))
     L += ["", "## Claim verdicts (Appendix D.5)", ""]
+    from tamperbench.owmi.analysis.claims import structure_claim
+
+    for m, v in result["variance"].items():
+        L.append(f"- **{_e(m)}** (model level): {structure_claim(v)}; temporal decay across tracks is not "
+                 "claimed by this scorer (D.5: only for validated, executed track pairs)")
     for c in result["cells"]:
         if "claim" in c:
             v = c["claim"]
