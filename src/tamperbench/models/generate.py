@@ -7,7 +7,6 @@ the batch size or on its neighbours in the batch.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 
 import torch
@@ -35,10 +34,15 @@ def _cut_stop(text: str, stops: Sequence[str]) -> int | None:
 
 
 def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int,
-                   stops: list[str], progress: bool) -> list[tuple[list[int], str, str]]:
-    """Returns (new token ids, text, finish_reason) per prompt, in prompt order."""
+                   stops: list[str], progress: bool, share_prefix: bool = True) -> list[tuple[list[int], str, str]]:
+    """Returns (new token ids, text, finish_reason) per prompt, in prompt order.
+
+    ``share_prefix``: prefill each shared prompt prefix once (models/prefix_share.py). Where the
+    time went (prefill vs decode tokens and seconds) is left in ``backend.generation_stats``."""
+    from tamperbench.models.prefix_share import PrefixAdmitter
+
     dec = backend.step_decoder(capacity=min(backend.max_batch_size, max(1, len(prompts))))
-    queue = deque(range(len(prompts)))
+    queue = PrefixAdmitter(dec, prompts, share=share_prefix)
     row_of: dict[int, int] = {}  # row id -> prompt index
     gens: dict[int, torch.Generator] = {}
     results: list[tuple[list[int], str, str] | None] = [None] * len(prompts)
@@ -49,10 +53,9 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
     t0 = time.perf_counter()
     with _progress(progress) as bar:
         task = bar.add_task("generating", total=len(prompts), rate="")
-        while queue or row_of:
-            if queue and dec.free_slots:
-                take = [queue.popleft() for _ in range(min(dec.free_slots, len(queue)))]
-                for rid, i in zip(dec.add_rows([prompts[i] for i in take]), take):
+        while queue.pending or row_of:
+            if queue.pending and dec.free_slots:
+                for rid, i in queue.admit(dec.free_slots):
                     row_of[rid] = i
                     if temperature > 0:
                         gens[rid] = torch.Generator().manual_seed(seed * 1_000_003 + i)
@@ -88,4 +91,10 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
                 bar.advance(task)
             dec.release([r for r, _, _ in finished])
             bar.update(task, rate=f"{n_tokens / max(time.perf_counter() - t0, 1e-9):.1f} tok/s")
+    wall = time.perf_counter() - t0
+    backend.generation_stats = {
+        "prompts": len(prompts), "prefill_tokens": queue.prefill_tokens,
+        "prefill_tokens_alone": queue.prefill_tokens_alone, "prefill_seconds": queue.prefill_seconds,
+        "decode_tokens": n_tokens, "decode_seconds": wall - queue.prefill_seconds, "seconds": wall,
+        "shared_groups": sum(g.prefix > 0 for g in queue.groups)}
     return results  # type: ignore[return-value]

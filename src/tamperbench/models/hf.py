@@ -113,8 +113,11 @@ class HFBackend:
     def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int,
                       temperature: float = 0.0, seed: int = 0, stop: list[str] | None = None,
                       system: str | None = None, template_kwargs: dict | None = None,
-                      progress: bool = True) -> list[Generation]:
+                      progress: bool = True, share_prefix: bool = True) -> list[Generation]:
         """Batched generation for many conversations; greedy when temperature == 0.
+
+        ``share_prefix``: prompts that share a token prefix (a document, a system prompt) prefill
+        it once (models/prefix_share.py); False prefills every prompt alone (the benchmarks' baseline).
 
         Sampling draws each conversation's tokens from its own generator seeded with
         (seed, conversation index), so a sampled answer does not depend on the batch size or on
@@ -132,7 +135,7 @@ class HFBackend:
         from tamperbench.models.generate import run_generation
 
         outs = run_generation(self, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
-                              seed=seed, stops=stops, progress=progress)
+                              seed=seed, stops=stops, progress=progress, share_prefix=share_prefix)
         return [Generation(text=text, token_ids=ids, prompt_text=pt, prompt_ids=pi, finish_reason=fr)
                 for (ids, text, fr), pt, pi in zip(outs, texts, prompts)]
 

@@ -168,11 +168,11 @@ WORKER = "tamperbench.quote.runner:setup_worker", "tamperbench.quote.runner:work
 
 
 def plan(spec: QuoteRunSpec, store: RunStore) -> list[WorkUnit]:
-    """Pending trials, sorted so similar prompt lengths share a batch (less padding); repeats stay
-    apart (one seed each)."""
+    """Pending trials, sorted by prompt text so a document's items and both arms share a batch
+    (its prefix is prefilled once: models/prefix_share.py); repeats stay apart (one seed each)."""
     done = store.keys(TABLE)
     todo = [t for t in build_trials(spec) if t.key not in done]
-    todo.sort(key=lambda t: (t.repeat, len(t.prompt)))
+    todo.sort(key=lambda t: (t.repeat, t.prompt))
     return [WorkUnit(t.key, t) for t in todo]
 
 
