@@ -96,24 +96,14 @@ class Suite:
         return runner(spec, out, new=new)
 
     def check_backend(self, backend: Any) -> None:
-        """One-line error when ``backend`` lacks a capability this suite needs.
+        """One-line error when ``backend`` lacks a capability this suite needs (names the capability
+        and what to use instead; see :func:`tamperbench.models.protocols.require`)."""
+        from tamperbench.models.protocols import Capability, require
 
-        The capability protocols live in :mod:`tamperbench.models.protocols` (runtime-checkable);
-        a name that module does not define is not checked (so a suite can declare a capability
-        before the protocol exists).
-        """
-        if not self.needs:
-            return
-        try:
-            protocols = importlib.import_module("tamperbench.models.protocols")
-        except ModuleNotFoundError:
-            return
-        missing = [n for n in self.needs if isinstance(getattr(protocols, n, None), type)
-                   and not isinstance(backend, getattr(protocols, n))]
-        if missing:
-            kind = type(backend).__name__
-            raise UserError(f"suite {self.name!r}: backend {kind} lacks {', '.join(missing)}; "
-                            "use a backend that provides it (e.g. a local model: embedded, a path or org/name)")
+        by_protocol = {c.protocol.__name__: c for c in Capability}
+        for name in self.needs:
+            if name in by_protocol:
+                require(backend, by_protocol[name], needed_by=f"suite {self.name!r}")
 
 
 BUILTIN: tuple[Suite, ...] = (
@@ -130,7 +120,7 @@ BUILTIN: tuple[Suite, ...] = (
         tables="tamperbench.sleight.cli:render_run",
         report="tamperbench.report.run_report:sleight_section",
         site="tamperbench.sleight.site:build_section",
-        needs=("StepBackend",),
+        needs=("ChatBackend",),  # step decoding when the backend offers it, else the black-box engine
     ),
     Suite(
         name="judge",
