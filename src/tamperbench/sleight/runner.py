@@ -66,9 +66,8 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 def clean_record(backend, spec: SleightSpec, qid: str, question: str, trace, key: str) -> SleightClean:
-    tok = backend.tokenizer
     ids = list(trace.token_ids)
-    text = tok.decode(ids, skip_special_tokens=True)
+    text = backend.decode(ids, skip_special_tokens=True)
     return SleightClean(
         key=key, provenance_id=backend.provenance_id, model=spec.model, question_id=qid, question=question,
         prompt_text=backend.chat_text(_messages(question)), prompt_ids=backend.chat_ids(_messages(question)),
@@ -78,20 +77,19 @@ def clean_record(backend, spec: SleightSpec, qid: str, question: str, trace, key
         topk_ids=trace.topk_ids if spec.keep_topk else None,
         topk_logprobs=[_r(row) for row in trace.topk_logprobs] if spec.keep_topk else None,
         whole_word_occurrences=count_whole_words(text, spec.triggers), finish_reason=trace.finish_reason,
-        thinking=has_thinking(tok.decode(ids)), decode_seconds=float(trace.decode_seconds),
+        thinking=has_thinking(backend.decode(ids, skip_special_tokens=False)), decode_seconds=float(trace.decode_seconds),
     )
 
 
 def trial_record(backend, spec: SleightSpec, qid: str, question: str, prompt_text: str, substitution: str,
                  trace, clean_ids: list[int], ckey: str) -> SleightTrial:
     """One trial row: arrays from the fork with the clean answer on (the prefix is stored once)."""
-    tok = backend.tokenizer
     ids = list(trace.token_ids)
     swaps = list(trace.swaps)
     fork = _common_prefix(ids, clean_ids)
     if swaps:
         fork = min(fork, swaps[0].position)
-    text = tok.decode(ids, skip_special_tokens=True)
+    text = backend.decode(ids, skip_special_tokens=True)
     occ, cov = replacement_coverage(text, spec.triggers, substitution, len(swaps), trace.spaceless)
     keep = spec.keep_topk and trace.topk_ids is not None
     return SleightTrial(
@@ -109,7 +107,7 @@ def trial_record(backend, spec: SleightSpec, qid: str, question: str, prompt_tex
         matched_entropy_full=[_r(s.matched_clean_entropy_full) for s in swaps],
         matched_entropy_top20=[_r(s.matched_clean_entropy_top20) for s in swaps],
         swap_count=len(swaps), mentions=int(trace.mentions), spaceless=int(trace.spaceless),
-        occurrences=occ, coverage=cov, untouched=not swaps, thinking=has_thinking(tok.decode(ids)),
+        occurrences=occ, coverage=cov, untouched=not swaps, thinking=has_thinking(backend.decode(ids, skip_special_tokens=False)),
         finish_reason=trace.finish_reason, decode_seconds=float(trace.decode_seconds),
     )
 
@@ -144,16 +142,31 @@ def setup_worker(spec: SleightSpec) -> SleightContext:
     return SleightContext(backend, TriggerDetector(backend.tokenizer, spec.triggers), spec)
 
 
+def _engine_class(backend) -> type:
+    """The in-process swap engine for a backend that can step-decode; otherwise the black-box engine
+    over a completions endpoint (it refuses, in one line, a backend without log-prob completions)."""
+    from tamperbench.models.protocols import StepBackend
+
+    if isinstance(backend, StepBackend):
+        from tamperbench.sleight.engine import SwapEngine
+
+        return SwapEngine
+    from tamperbench.sleight.blackbox import BlackBoxEngine
+
+    return BlackBoxEngine
+
+
 def work(ctx: SleightContext, units: list[WorkUnit], live=None) -> Iterator[list[Finished]]:
     """Decode every unit's question in one batched swap engine; yield each question as it finishes."""
-    from tamperbench.sleight.engine import QuestionTask, SwapEngine
+    from tamperbench.sleight.engine import QuestionTask
 
     backend, spec = ctx.backend, ctx.spec
     by_qid = {u.payload.question_id: u for u in units}
     tasks = [QuestionTask(question_id=u.payload.question_id, prompt_ids=backend.chat_ids(_messages(u.payload.question)),
                           substitutions=list(u.payload.substitutions), need_clean=u.payload.need_clean) for u in units]
-    engine = SwapEngine(backend, ctx.detector, max_new_tokens=spec.max_new_tokens, batch_size=spec.batch_size,
-                        window=spec.window, topk=spec.topk, keep_topk=spec.keep_topk)
+    engine = _engine_class(backend)(backend, ctx.detector, max_new_tokens=spec.max_new_tokens,
+                                    batch_size=spec.batch_size, window=spec.window, topk=spec.topk,
+                                    keep_topk=spec.keep_topk)
     tokens = 0
     for qres in engine.run(tasks, progress=live):
         unit = by_qid[qres.question_id]
@@ -225,12 +238,16 @@ def run(spec: SleightSpec, out: str | Path, *, new: bool = False, backend=None,
             console.print(f"nothing to do: all {total} trials of this spec are stored in {out}")
             return report
         t0 = time.perf_counter()
+        from tamperbench.estimate import EtaTracker, sleight_row_tokens
+
+        eta = EtaTracker(sleight_row_tokens(units, spec.max_new_tokens))  # the --dry-run cost model, live rate
         with progress_bar("sleight", "trials", "{task.fields[swaps]} swaps", "{task.fields[tps]:.0f} tok/s",
-                          console=console) as prog:
-            bar = prog.add_task("", total=total, completed=skipped, swaps=0, tps=0.0)
+                          "{task.fields[eta]}", console=console) as prog:
+            bar = prog.add_task("", total=total, completed=skipped, swaps=0, tps=0.0, eta="eta -")
 
             def live(stats: dict) -> None:  # called by the engine after every decoding step
-                prog.update(bar, swaps=stats["swaps"], tps=stats["tokens"] / max(stats["seconds"], 1e-9))
+                prog.update(bar, swaps=stats["swaps"], tps=stats["tokens"] / max(stats["seconds"], 1e-9),
+                            eta=eta.text(stats["tokens"], stats["seconds"]))
 
             executor = executor or InProcessExecutor(SleightContext(backend, detector, spec), live=live)
             done = commit(store, executor.execute(units, Worker(*WORKER, config=spec)),
