@@ -99,7 +99,7 @@ def detection_bootstrap(y_int, y_sham, clusters, *, g_int=None, g_sham=None, n_b
     levels = np.unique(np.concatenate([gi, gs]))
     hist_i = _cluster_histogram(codes, np.searchsorted(levels, gi), n_clusters, levels.size)
     hist_s = _cluster_histogram(codes, np.searchsorted(levels, gs), n_clusters, levels.size)
-    reps = {k: [] for k in point}
+    reps: dict[str, list[np.ndarray]] = {k: [] for k in point}
     for w in cluster_weight_chunks(codes, n_clusters, n_boot, seed, chunk, expand=False):
         tot, hits, fas = w @ size_c, w @ hits_c, w @ fas_c
         reps["dprime"].append(dprime_counts(hits, tot, fas, tot))

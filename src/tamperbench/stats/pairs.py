@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from tamperbench.stats.intervals import wilson
 
@@ -62,7 +63,7 @@ def paired_detection(rows: Iterable[dict], *, coding: str = "complete", a: str =
     """
     if coding not in ("complete", "inclusive"):
         raise ValueError(f"coding must be 'complete' or 'inclusive', not {coding!r}")
-    out = {"coding": coding, "y_a": [], "y_b": [], "g_a": [], "g_b": [], "clusters": [], "pair_ids": [],
+    out: dict[str, Any] = {"coding": coding, "y_a": [], "y_b": [], "g_a": [], "g_b": [], "clusters": [], "pair_ids": [],
            "excluded": Counter()}
     for pid, conds in sorted(_by_pair(rows, pair, condition).items()):
         if a not in conds and b not in conds:
@@ -95,7 +96,9 @@ def control_margin(rows: Iterable[dict], control: str | Sequence[str], *, pair: 
     observer family (several tiers -> the max over tiers, Eq. 8).
     """
     names = {control} if isinstance(control, str) else set(control)
-    diffs, clusters, dropped = [], [], Counter()
+    diffs: list[float] = []
+    clusters: list[object] = []
+    dropped: Counter[str] = Counter()
     for _pid, conds in sorted(_by_pair(rows, pair, condition).items()):
         ctrl = [r for c in names for r in conds.get(c, [])]
         if a not in conds or not ctrl:

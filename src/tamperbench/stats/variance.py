@@ -21,7 +21,8 @@ uncertainty only, so with few domains or objects the intervals of those ICCs are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,9 +46,9 @@ def _u_stat(y: np.ndarray, codes: np.ndarray | None) -> float:
     return float((n_l * s2 - s1 ** 2).sum())
 
 
-def variance_components(y: Sequence[float], factors: dict[str, Sequence[object]]) -> dict:
+def variance_components(y_in: Sequence[float] | np.ndarray, factors: Mapping[str, Any]) -> dict:
     """Moment estimates of each factor's variance and the residual's; ``{"sigma2": {...}, "n": n}``."""
-    y = np.asarray(y, dtype=float)
+    y = np.asarray(y_in, dtype=float)
     names = list(factors)
     codes = {k: np.unique(np.asarray(factors[k]).astype(str), return_inverse=True)[1] for k in names}
     n = y.size
@@ -76,7 +77,7 @@ def iccs(sigma2: dict[str, float]) -> dict[str, float]:
     return {k: (v / tot if tot > 0 else float("nan")) for k, v in pos.items() if k != "residual"}
 
 
-def icc_contrasts(y, factors: dict[str, Sequence[object]], *, item: str = "item", seed_factor: str = "seed",
+def icc_contrasts(y, factors: Mapping[str, Any], *, item: str = "item", seed_factor: str = "seed",
                   n_boot: int = 200, seed: int = 0, level: float = 0.95) -> dict:
     """ICCs, and Delta_f = ICC_f - ICC_seed for every other factor, with item-resampling intervals."""
     y = np.asarray(y, dtype=float)

@@ -27,7 +27,7 @@ def intervention(model, layer: int, *, dose: float, direction: torch.Tensor | No
     from tamperbench.owmi.objects import ObjectSpec, resolve
     from tamperbench.owmi.operators import Intervention
 
-    target = resolve(model, ObjectSpec(kind=site, layer=layer), field="anchor.site")
+    target = resolve(model, ObjectSpec.model_validate({"kind": site, "layer": layer}), field="anchor.site")
     if direction is None:
         direction = torch.zeros(target.dim)
     return Intervention(target, "add", float(dose), positions=positions, direction=direction, identity=sham)

@@ -50,7 +50,7 @@ class KnownPositiveSpec(BaseModel):
     heldout_seeds: tuple[int, int] = (900000, 900099)
     item_seed: int = 1
     lora_rank: int = Field(8, ge=1, le=256)
-    lora_alpha: float = 16.0
+    lora_alpha: int = 16
     learning_rate: float = Field(5e-3, gt=0)
     epochs: int = Field(1, ge=1, le=50)
     batch_size: int = Field(8, ge=1, le=256)

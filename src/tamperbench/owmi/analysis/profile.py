@@ -8,7 +8,9 @@ to weight its parts). Pooled rows exist for the detection table only and are lab
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tamperbench.owmi.analysis.claims import claim
 from tamperbench.owmi.analysis.score import (CELL_FIELDS, LADDER_FIELDS, _cells, confidence_entry, detection_entry,
@@ -23,16 +25,16 @@ def _anchor_for(anchors: list[dict], kind: str, row: dict, site: str | None) -> 
     return hits[-1] if hits else None
 
 
-def score_runs(paths: list[str | Path], *, n_boot: int = 2000, seed: int = 0, dose_boot: int = 100) -> dict:
+def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0, dose_boot: int = 100) -> dict:
     from tamperbench.stats.dose import extraction_ratio
     from tamperbench.stats.multiple import benjamini_hochberg
     from tamperbench.stats.pairs import paired_detection
 
     rows, anchors, excluded = load_runs(paths)
-    cells = []
+    cells: list[dict[str, Any]] = []
     for key, rs in _cells(rows).items():
         cell = dict(zip(CELL_FIELDS, key))
-        entry = {"cell": cell, "runs": len(rs)}
+        entry: dict[str, Any] = {"cell": cell, "runs": len(rs)}
         if cell["probe_family"] in ("detection", "confidence"):
             entry["detection"] = detection_entry(rs, n_boot, seed)
         entry["confidence"] = confidence_entry(rs)

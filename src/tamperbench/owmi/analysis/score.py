@@ -13,6 +13,7 @@ Appendix D rules (analysable runs only; complete-pair primary, inclusive as robu
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ LADDER_FIELDS = tuple(f for f in CELL_FIELDS if f != "dose")
 ALPHAS = (0.05, 0.01, 0.0001)
 
 
-def load_runs(paths: list[str | Path]) -> tuple[list[dict], list[dict], list[dict]]:
+def load_runs(paths: Sequence[str | Path]) -> tuple[list[dict], list[dict], list[dict]]:
     """(analysable run rows, anchor results, excluded-run notes) from engine and anchor run directories."""
     from tamperbench.owmi.analysis.anchor_store import load_anchors
     from tamperbench.owmi.records import RUNS_TABLE, missing_required
@@ -98,7 +99,9 @@ def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
         m = control_margin(rows, conds)
         if m["diffs"]:
             mb = mean_bootstrap(m["diffs"], m["clusters"], n_boot=n_boot, seed=seed)
-            tiers = sorted({r.get("observer_tier") for r in rows if r["condition"] == "observer"} - {None})
+            tiers = sorted(int(r["observer_tier"]) for r in rows
+                           if r["condition"] == "observer" and r.get("observer_tier") is not None)
+            tiers = sorted(set(tiers))
             margins[label] = {"pairs": mb["n"], "estimate": mb["estimate"], "ci": list(mb["ci"]),
                               "excluded": dict(m["excluded"]), **({"observer_tiers": tiers} if label == "observer" else {})}
     entry["margins"] = margins
