@@ -136,7 +136,7 @@ class HFBackend:
 
         outs = run_generation(self, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
                               seed=seed, stops=stops, progress=progress, share_prefix=share_prefix)
-        return [Generation(text=text, token_ids=ids, prompt_text=pt, prompt_ids=pi, finish_reason=fr)
+        return [Generation(text=text, token_ids=ids, prompt_text=pt, prompt_ids=pi, finish_reason=fr)  # type: ignore[arg-type]
                 for (ids, text, fr), pt, pi in zip(outs, texts, prompts)]
 
     # ---------------------------------------------------------------- scoring

@@ -208,3 +208,32 @@ def test_full_trace_reassembles_prefix_from_clean():
     whole = full_trace(clean, untouched)
     assert whole.token_ids == [1, 2, 3] and whole.surprisal == [0.1, 0.2, 0.3]
     assert whole.entropy_full == [1, 2, 3] and whole.injected == [False, False, False]
+
+
+def test_two_questions_already_get_an_interval_and_the_default_seed_is_zero():
+    two = [("q1", 1.0), ("q2", 3.0), ("q2", 5.0)]
+    est = bootstrap_over_questions(two)
+    assert est.lo is not None and est.hi is not None and est.n_questions == 2
+    assert est == bootstrap_over_questions(two, seed=0, confidence=0.95, n_resamples=2000, weight="question")
+    assert model_estimate(two, "reference") == bootstrap_over_questions(two, seed=0, weight="item")
+
+
+def test_estimate_as_dict_and_rule_texts():
+    from tamperbench.sleight.metrics import RULE_TEXT, RULES, Estimate
+
+    assert Estimate(1.0, 0.5, 1.5, 3, 7).as_dict() == {"mean": 1.0, "lo": 0.5, "hi": 1.5, "n_questions": 3,
+                                                       "n_items": 7}
+    assert RULES == ("reference", "pooled")
+    assert RULE_TEXT["reference"].startswith("reference rule: next 8 non-injected tokens per swap")
+    assert "overlaps count twice" in RULE_TEXT["reference"] and "mean over touched trials" in RULE_TEXT["reference"]
+    assert RULE_TEXT["pooled"].startswith("pooled rule (tamperbench v1): positions [p+n, p+n+8)")
+    assert "mean of per-question means" in RULE_TEXT["pooled"]
+
+
+def test_errors_name_the_bad_value():
+    with pytest.raises(ValueError, match=r"rule must be one of \('reference', 'pooled'\), not 'median'"):
+        post_swap_positions(INJ, [(2, 1)], 3, "median")
+    with pytest.raises(ValueError, match="weight must be 'question' or 'item', not 'trial'"):
+        bootstrap_over_questions(ITEMS, weight="trial")
+    with pytest.raises(ValueError, match=r"rule must be one of \('reference', 'pooled'\), not 'mean'"):
+        model_estimate(ITEMS, "mean")
