@@ -165,10 +165,12 @@ class StepDecoder:
         if copies > self.free_slots:
             raise ValueError(f"fork of {copies} rows but only {self.free_slots} free slots")
         src = self.by_id[rid]
+        row = self.slots[src]
+        assert row is not None
         slots, idx = self._make_room(0, copies)
         self.kv.copy_rows(src, idx)
         self.state.copy(src, idx)
-        return self._place(slots, [self.slots[src]] * copies)
+        return self._place(slots, [row] * copies)
 
     @torch.inference_mode()
     def rollback(self, rid: int, n_tokens: int = 1) -> None:

@@ -8,6 +8,7 @@ those moves in one place means a new piece of per-row state cannot be forgotten 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -68,10 +69,11 @@ class PendingState:
 
     def __init__(self, topk: int, device: torch.device):
         self.topk, self.device = topk, device
-        self.logp: torch.Tensor | None = None  # (b, V) float32
-        self.prev_logp: torch.Tensor | None = None
-        self.stats: DistStats | None = None
-        self.prev_stats: DistStats | None = None
+        # allocated on the first row (the vocabulary size is known then); Any: mypy cannot see that
+        self.logp: Any = None  # (b, V) float32 torch.Tensor
+        self.prev_logp: Any = None
+        self.stats: Any = None  # DistStats
+        self.prev_stats: Any = None
 
     def grow(self, grow: int, vocab: int) -> None:
         """Append ``grow`` zero slots (allocating on first use)."""
@@ -118,6 +120,5 @@ class PendingState:
         self.stats, self.prev_stats = self.stats.map(lambda t: t[idx]), self.prev_stats.map(lambda t: t[idx])
 
     def reset(self) -> None:
-        self.logp = self.prev_logp = None
-        self.stats = self.prev_stats = None
+        self.logp = self.prev_logp = self.stats = self.prev_stats = None
 
