@@ -40,6 +40,7 @@ def run(
     items: Optional[str] = typer.Option(None, "--items", help="Comma-separated item ids (default: all)."),
     chat_template: ChatTemplateOpt = None,
     new: NewOpt = False,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print trials, tokens and an ETA; decode and store nothing."),
 ) -> None:
     """Ask the model every item of a preset under one or both arms; score and store each response."""
     from tamperbench.quote.runner import QuoteRunSpec, run_quote
@@ -55,6 +56,14 @@ def run(
                       temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, device=device, dtype=dtype,
                       batch_size=batch_size, chat_template=chat_template,
                       item_ids=[i.strip() for i in items.split(",") if i.strip()] if items is not None else None)
+    if dry_run:
+        from tamperbench.estimate import dry_run as print_dry_run, quote_plan
+        from tamperbench.models import load_backend
+
+        backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
+                               chat_template=getattr(spec, "chat_template", None))
+        print_dry_run(quote_plan(spec, out, backend), backend, echo=_console().print)
+        return
     store = run_quote(spec, out, new=new)
     store.close()
     render_run(out, _console())

@@ -31,6 +31,7 @@ def run_cmd(
     batch_size: BatchSizeOpt = None,
     chat_template: ChatTemplateOpt = None,
     new: NewOpt = False,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print trials, tokens and an ETA; decode and store nothing."),
 ) -> None:
     """Run (or resume) the benchmark, then print Tables 1-3."""
     from tamperbench.sleight.presets import build_spec
@@ -44,6 +45,14 @@ def run_cmd(
     spec = build_spec(model=model, preset=preset, questions=questions, words=words, triggers=trigger,
                       max_new_tokens=max_new_tokens, keep_topk=keep_topk, seed=seed, device=device, dtype=dtype,
                       batch_size=batch_size, chat_template=chat_template)
+    if dry_run:
+        from tamperbench.estimate import dry_run as print_dry_run, sleight_plan
+        from tamperbench.models import load_backend
+
+        backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
+                               chat_template=getattr(spec, "chat_template", None))
+        print_dry_run(sleight_plan(spec, out, backend), backend, echo=Console().print)
+        return
     err = Console(stderr=True)
     rep = run(spec, out, new=new, console=err)
     err.print(f"{rep.trials_written} trials written, {rep.trials_skipped} already stored, {rep.swaps} swaps, "

@@ -1,0 +1,243 @@
+"""Plans and ETAs: what a run will decode, what is stored already, and how long the rest will take.
+
+Why: ``--preset paper`` is 10,100 trials x 256 tokens; on a 2-core CPU that is hours, on a GPU
+minutes. A user should learn that before committing the machine, and the progress bar should
+count down with the same arithmetic instead of rich's rate guess, which swings with batch
+refills.
+
+The cost model, kept deliberately small so it can be read and checked:
+
+* a prefill token costs ``1 / prefill_tps`` seconds (prefill is compute-bound: one number);
+* a decoding step of ``b`` rows costs ``step_a + step_b * b`` seconds (the fixed part is weights
+  streaming and Python, the per-row part is the rows' matmuls), fitted from two batch sizes;
+* a run of ``T`` row-tokens at batch ``B`` takes ``ceil(T / B)`` steps.
+
+``calibrate`` measures the three numbers in a few forward passes on this machine with the loaded
+model (``--dry-run`` prints them). Token counts are upper bounds: every answer is assumed to run
+to its budget (EOS ends many earlier), so the ETA is an upper bound too and says so.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["Calibration", "EtaTracker", "Plan", "calibrate", "dry_run", "format_seconds", "print_plan",
+           "quote_plan", "sleight_plan"]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Measured on this machine with the loaded model (seconds, tokens/s)."""
+
+    prefill_tps: float
+    step_a: float  # seconds per decoding step, fixed part
+    step_b: float  # seconds per decoding step, per row
+    seconds: float  # calibration wall time
+    batch: int  # the largest batch measured
+
+    def step_seconds(self, rows: int) -> float:
+        return self.step_a + self.step_b * max(1, rows)
+
+    def decode_seconds(self, row_tokens: int, batch: int) -> float:
+        """Seconds to decode ``row_tokens`` tokens spread over rows of a ``batch``-row decoder."""
+        if row_tokens <= 0:
+            return 0.0
+        steps = math.ceil(row_tokens / max(1, batch))
+        return steps * self.step_seconds(min(batch, row_tokens))
+
+    def seconds_for(self, prefill_tokens: int, row_tokens: int, batch: int) -> float:
+        return prefill_tokens / self.prefill_tps + self.decode_seconds(row_tokens, batch)
+
+
+def calibrate(backend, *, batch: int | None = None, prompt_tokens: int = 128, steps: int = 2,
+              probe_batch: int = 16) -> Calibration:
+    """A few forward passes (seconds on an idle CPU): one prefill of a ``prompt_tokens``-token row,
+    then ``steps`` decoding steps at batch 1 and at ``min(batch, probe_batch)``; the per-row cost
+    is extrapolated linearly to the run's batch. Nothing is stored anywhere."""
+    b = max(2, min(int(batch or backend.max_batch_size), probe_batch))
+    ids = backend.encode("The quick brown fox jumps over the lazy dog. " * (prompt_tokens // 8 + 1))[:prompt_tokens]
+    t_start = time.perf_counter()
+
+    def timed_steps(rows: int, prompt: list[int]) -> tuple[float, float]:
+        dec = backend.step_decoder(capacity=rows)
+        t0 = time.perf_counter()
+        dec.add_rows([prompt] * rows)
+        t_prefill = time.perf_counter() - t0
+        dec.step()  # the first step pays allocation
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            dec.step()
+        return t_prefill, (time.perf_counter() - t0) / steps
+
+    t_pre, s1 = timed_steps(1, ids)
+    _, sb = timed_steps(b, ids[:16])
+    slope = max((sb - s1) / (b - 1), 0.0)
+    return Calibration(prefill_tps=len(ids) / max(t_pre, 1e-9), step_a=max(s1 - slope, 1e-6), step_b=slope,
+                       seconds=time.perf_counter() - t_start, batch=b)
+
+
+@dataclass
+class Plan:
+    """What a run will do. ``row_tokens``: tokens the decoder will emit (upper bound);
+    ``prefill_tokens``: prompt tokens it will feed; ``units``: trials (or judgments, probes)."""
+
+    suite: str
+    units: int  # to do
+    stored: int  # already in the run directory
+    row_tokens: int
+    prefill_tokens: int
+    batch: int
+    unit_name: str = "trials"
+    notes: list[str] = field(default_factory=list)
+    eta_seconds: float | None = None
+
+    def with_eta(self, cal: Calibration) -> Plan:
+        self.eta_seconds = cal.seconds_for(self.prefill_tokens, self.row_tokens, self.batch)
+        return self
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def format_seconds(s: float) -> str:
+    s = int(round(s))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h} h {m:02d} min" if h else (f"{m} min {sec:02d} s" if m else f"{sec} s")
+
+
+def print_plan(plan: Plan, cal: Calibration | None, echo: Callable[[str], None] = print) -> None:
+    """The ``--dry-run`` report (plain lines, so scripts can grep them)."""
+    total = plan.units + plan.stored
+    echo(f"plan: {plan.suite}: {total} {plan.unit_name} in the spec, {plan.stored} already stored, "
+         f"{plan.units} to run")
+    echo(f"tokens to decode: at most {plan.row_tokens:,} (every answer to its budget); "
+         f"prompt tokens to prefill: {plan.prefill_tokens:,}; batch {plan.batch}")
+    for note in plan.notes:
+        echo(f"note: {note}")
+    if cal is not None:
+        echo(f"calibration ({cal.seconds:.1f} s on this machine): prefill {cal.prefill_tps:.0f} tokens/s, "
+             f"a decoding step {cal.step_a * 1000:.0f} ms + {cal.step_b * 1000:.1f} ms per row "
+             f"(batch {plan.batch}: {plan.batch / cal.step_seconds(plan.batch):.0f} tokens/s)")
+    if plan.eta_seconds is not None:
+        echo(f"ETA: at most {format_seconds(plan.eta_seconds)} (upper bound from the calibration; "
+             f"answers that stop early take less)")
+    echo("dry run: nothing was decoded or stored")
+
+
+class EtaTracker:
+    """The progress bar's remaining time, from the plan's token count and the cost model.
+
+    Until ``warmup`` seconds of decoding have passed the calibrated rate is used; after that, the
+    rate this run has actually achieved (tokens/s so far), since load on a shared machine moves
+    it. Remaining time = remaining row-tokens / rate (an upper bound, like the plan)."""
+
+    def __init__(self, row_tokens: int, cal: Calibration | None = None, batch: int = 1, warmup: float = 10.0):
+        self.row_tokens, self.cal, self.batch, self.warmup = row_tokens, cal, batch, warmup
+
+    def remaining(self, tokens_done: int, seconds: float) -> float | None:
+        left = max(self.row_tokens - tokens_done, 0)
+        if seconds >= self.warmup and tokens_done > 0:
+            return left / (tokens_done / seconds)
+        if self.cal is not None:
+            return self.cal.decode_seconds(left, self.batch)
+        return None
+
+    def text(self, tokens_done: int, seconds: float) -> str:
+        r = self.remaining(tokens_done, seconds)
+        return "eta -" if r is None else f"eta <= {format_seconds(r)}"
+
+
+class _NoStore:
+    """Stands in for a run directory that does not exist yet: nothing stored."""
+
+    def keys(self, table: str) -> set[str]:
+        return set()
+
+    def rows(self, table: str, where: str = "", params: list | None = None) -> list[dict]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def _open_read_only(out):
+    """The run directory's store, read-only, or an empty stand-in; a dry run never creates it."""
+    from pathlib import Path
+
+    from tamperbench.store import RunStore
+    from tamperbench.store.run_store import DB_FILE, SPEC_FILE
+
+    out = Path(out)
+    if (out / SPEC_FILE).is_file() and (out / DB_FILE).is_file():
+        return RunStore.open_existing(out, read_only=True)
+    return _NoStore()
+
+
+def sleight_row_tokens(units, budget: int) -> int:
+    """Upper bound on the swap engine's row-tokens for pending question units: each question's
+    prefix row (the clean answer) and each pending trial run to the budget. The runner's progress
+    bar counts down from the same number."""
+    return sum(budget * (len(u.payload.substitutions) + 1) for u in units)
+
+
+def sleight_plan(spec, out, backend) -> Plan:
+    """Pending Sleight of Word work of ``spec`` against run directory ``out`` (nothing written).
+
+    Row-tokens: per pending question its prefix row (the clean answer) to the budget, plus every
+    pending trial to the budget; matched-branch rows of later swaps (``window`` tokens each) are
+    not counted. Prefill: one prompt per pending question (trials fork from it)."""
+    from tamperbench.sleight.runner import plan as sleight_pending
+
+    store = _open_read_only(out)
+    try:
+        units, total, skipped = sleight_pending(spec, store, backend.provenance_id)
+    finally:
+        store.close()
+    msgs = {qid: [{"role": "user", "content": q}] for qid, q in spec.questions}
+    n_trials = sum(len(u.payload.substitutions) for u in units)
+    row_tokens = sleight_row_tokens(units, spec.max_new_tokens)
+    prefill = sum(len(backend.chat_ids(msgs[u.payload.question_id])) for u in units)
+    batch = int(spec.batch_size or backend.max_batch_size)
+    notes = [f"{len(spec.questions)} questions x {len(spec.substitutions)} substitutions x "
+             f"{spec.max_new_tokens} tokens; {len(units)} questions pending",
+             f"matched-branch rows ({spec.window} tokens at each later swap) are not counted"]
+    return Plan("sleight", n_trials, skipped, row_tokens, prefill, batch, notes=notes)
+
+
+def quote_plan(spec, out, backend) -> Plan:
+    """Pending Exact Words trials of ``spec`` against ``out``; prefill counts each shared prefix
+    once per generation call, as ``generate_chat`` does (models/prefix_share.py)."""
+    from tamperbench.models.prefix_share import plan_groups, prefill_cost
+    from tamperbench.quote.runner import build_trials
+    from tamperbench.quote.runner import plan as quote_pending
+
+    from tamperbench.quote.runner import data_sha256
+
+    spec = spec.model_copy(update={"data_sha256": data_sha256()})  # as run_quote does: keys depend on it
+    store = _open_read_only(out)
+    try:
+        units = quote_pending(spec, store)
+        total = len(build_trials(spec))
+    finally:
+        store.close()
+    batch = int(spec.batch_size or backend.max_batch_size)
+    prompts = [backend.chat_ids([{"role": "user", "content": u.payload.prompt}]) for u in units]
+    prefill = sum(prefill_cost(plan_groups(prompts[s:s + batch]), prompts[s:s + batch])
+                  for s in range(0, len(prompts), batch))
+    notes = [f"prompt tokens without prefix reuse: {sum(map(len, prompts)):,}"]
+    return Plan("quote", len(units), total - len(units), len(units) * spec.max_new_tokens, prefill, batch,
+                notes=notes)
+
+
+def dry_run(plan: Plan, backend, echo: Callable[[str], None] = print, *, calibration: bool = True) -> Plan:
+    """Calibrate on this machine, attach the ETA and print the plan: what ``--dry-run`` does.
+    Any suite (OWMI included) builds its ``Plan`` and calls this."""
+    cal = calibrate(backend, batch=plan.batch) if calibration and plan.units else None
+    if cal is not None:
+        plan.with_eta(cal)
+    print_plan(plan, cal, echo)
+    return plan

@@ -1,0 +1,59 @@
+"""``--dry-run`` on the real CLI: trial count, token count and an ETA; nothing decoded or stored.
+
+Counts are checked against hand arithmetic from the preset (100 questions x 101 substitutions x
+256 tokens), not against the estimator's own functions."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from tamperbench.quote.cli import app as quote_app
+from tamperbench.sleight.cli import app as sleight_app
+from tamperbench.store import RunStore
+
+pytestmark = pytest.mark.model
+
+
+def test_sleight_paper_dry_run_prints_plan_and_creates_nothing(tmp_path):
+    run_dir = tmp_path / "RUN"
+    res = CliRunner().invoke(sleight_app, ["run", "--preset", "paper", "--dry-run", "--out", str(run_dir),
+                                           "--device", "cpu"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "10100 trials in the spec, 0 already stored, 10100 to run" in out
+    # prefix row + 101 trials per question, each to the 256-token budget: 100 x 102 x 256
+    assert f"at most {100 * 102 * 256:,}" in out
+    assert re.search(r"ETA: at most \d+ (h|min|s)", out), out
+    assert not run_dir.exists()  # nothing decoded, nothing stored, not even a directory
+
+
+def test_sleight_dry_run_counts_what_is_stored(tmp_path):
+    run_dir = tmp_path / "run"
+    small = ["run", "--preset", "quick", "--questions", "1", "--words", "1", "--max-new-tokens", "4",
+             "--device", "cpu", "--out", str(run_dir)]
+    assert CliRunner().invoke(sleight_app, small).exit_code == 0
+    with RunStore.open_existing(run_dir, read_only=True) as store:
+        before = store.count("sleight_trials"), store.count("sleight_clean")
+    assert before == (1, 1)
+    bigger = [*small[:4], "2", *small[5:], "--dry-run"]  # --words 2: one stored, one to run
+    res = CliRunner().invoke(sleight_app, bigger, terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "2 trials in the spec, 1 already stored, 1 to run" in res.output
+    # one question pending: its prefix row + 1 trial, 4 tokens each
+    assert "at most 8 " in res.output
+    with RunStore.open_existing(run_dir, read_only=True) as store:
+        assert (store.count("sleight_trials"), store.count("sleight_clean")) == before
+
+
+def test_quote_dry_run(tmp_path):
+    run_dir = tmp_path / "q"
+    res = CliRunner().invoke(quote_app, ["run", "--dry-run", "--out", str(run_dir), "--device", "cpu"],
+                             terminal_width=200)
+    assert res.exit_code == 0, res.output
+    # standard preset: 37 items x 2 arms, 96 new tokens each
+    assert "74 trials in the spec, 0 already stored, 74 to run" in res.output
+    assert f"at most {74 * 96:,}" in res.output
+    assert "ETA: at most" in res.output and not run_dir.exists()
