@@ -4,8 +4,12 @@ with a KV cache at batch 1; a chunked loop that generates (batched, with transfo
 
 Checks the three agree token for token, prints trials/s and the ratios, the engine's decoded
 tokens/s against plain batched greedy ``generate`` of the same model, and (in child processes)
-the peak memory of the engine for 2,000 vs 200 trials. Targets (issue 3): >= 10x naive,
->= 3x chunked, >= 0.8 of plain batched greedy tokens/s, peak memory within 15%.
+the peak memory of the engine for 2,000 vs 200 trials, and the model FLOP utilisation on delivered
+trial tokens (trial tokens/s x FLOP per token / float32 matmul FLOP/s measured in the same run).
+Two workloads: ``first`` (the first protocol questions) and ``paper-mix`` (6 questions spread over
+the paper preset's 100, 8 words, 128 tokens: late triggers and untouched answers included).
+Targets (issues 3 and 14): >= 10x naive, >= 5x chunked, >= 0.8 of plain batched greedy tokens/s,
+MFU >= 0.7, peak memory within 15%.
 
     .venv/bin/python benchmarks/sleight_throughput.py --quick
     .venv/bin/python benchmarks/sleight_throughput.py
@@ -32,10 +36,31 @@ from tamperbench.sleight.engine import QuestionTask, SwapEngine
 from tamperbench.sleight.presets import entity_phrase, protocol_questions, protocol_words
 
 
-def trials(backend, n_q: int, n_w: int):
-    qs = protocol_questions()[:n_q]
+def trials(backend, n_q: int, n_w: int, spread: bool = False):
+    """The first n_q protocol questions, or (``spread``) n_q questions evenly spaced through the
+    paper preset's 100, so the mix has what the paper run has: late triggers and untouched answers."""
+    qs = protocol_questions()
+    qs = [qs[round(i * (len(qs) - 1) / max(1, n_q - 1))] for i in range(n_q)] if spread else qs[:n_q]
     words = [entity_phrase(), *protocol_words()][:n_w]
     return [(qid, backend.chat_ids([{"role": "user", "content": q}]), words) for qid, q in qs]
+
+
+def matmul_flops(n: int = 1024, reps: int = 3) -> float:
+    """float32 FLOP/s of one n x n x n matmul on this machine now (best of ``reps``): the ceiling."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
+def flop_per_token(model) -> float:
+    """2 x parameters (every weight is one multiply-add per token; the tied embedding counted once,
+    as the output projection); attention over the context is left out (small at these lengths)."""
+    return 2.0 * sum(p.numel() for p in model.parameters())
 
 
 # ------------------------------------------------------------------ 1. the engine
@@ -225,6 +250,52 @@ def report_memory(mem_budget: int, args) -> bool:
     return ratio <= 1.15
 
 
+def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, args) -> tuple[bool, bool]:
+    """One workload: engine (with and without matched branches), chunked, naive; agreement, ratios, MFU."""
+    tset = trials(be, n_q, n_w, spread)
+    n = n_q * n_w
+    print(f"\n== workload {name}: {n_q} questions ({', '.join(q for q, _, _ in tset)}) x {n_w} substitutions = "
+          f"{n} trials, {budget} new tokens, batch {args.batch_size}")
+    peak0 = matmul_flops()
+    eng, t_e, dec_tokens = run_engine(be, det, tset, budget, args.batch_size)
+    print(f"engine : {n / t_e:8.2f} trials/s ({t_e:.1f} s, {dec_tokens} decoded token-rows, "
+          f"matched-branch baseline included)", flush=True)
+    eng0, t_e0, dec_tokens0 = run_engine(be, det, tset, budget, args.batch_size, matched=False)
+    peak = max(peak0, matmul_flops())
+    print(f"engine without matched branches (the same work as the loops below): {n / t_e0:8.2f} trials/s "
+          f"({t_e0:.1f} s, {dec_tokens0} decoded token-rows)", flush=True)
+    chk, t_c = run_chunked(be, det, tset, budget, args.batch_size)
+    print(f"chunked: {n / t_c:8.2f} trials/s ({t_c:.1f} s)", flush=True)
+    if args.skip_naive:
+        nai, t_n = eng, float("nan")
+        print("naive  : skipped (--skip-naive)")
+    else:
+        nai, t_n = run_naive(be, det, tset, budget)
+        print(f"naive  : {n / t_n:8.2f} trials/s ({t_n:.1f} s)")
+    same0 = sum(eng0[k] == eng[k] for k in eng)
+    print(f"engine with vs without matched branches: identical trial tokens on {same0}/{n} trials")
+    agree_n = sum(eng[k] == nai[k] for k in eng)
+    agree_c = sum(eng[k] == chk[k] for k in eng)
+    naive_txt = "not run" if args.skip_naive else f"{agree_n}/{n} trials"
+    print(f"agreement: engine = naive on {naive_txt}; engine = chunked on {agree_c}/{n} trials")
+    trial_tokens = sum(len(v) for v in eng.values())
+    tps_eng = dec_tokens / t_e
+    if not args.skip_plain:
+        tps_plain = plain_greedy_tps(be, tset, budget, args.batch_size)
+        print(f"engine decoded {tps_eng:.1f} tok/s vs plain batched greedy generate {tps_plain:.1f} tok/s "
+              f"= {tps_eng / tps_plain:.2f} (target >= 0.8)")
+    fpt = flop_per_token(be.model)
+    for label, t in (("with matched branches", t_e), ("without", t_e0)):
+        delivered = trial_tokens / t
+        print(f"MFU on delivered trial tokens ({label}): {delivered:.1f} trial tok/s x {fpt / 1e6:.0f} MFLOP/token "
+              f"/ {peak / 1e9:.1f} GFLOP/s float32 matmul = {delivered * fpt / peak:.2f} (target >= 0.7)")
+    print(f"ratio engine/naive: {t_n / t_e:.1f}x with matched branches, {t_n / t_e0:.1f}x without (target >= 10)")
+    print(f"ratio engine/chunked: {t_c / t_e:.1f}x with matched branches, {t_c / t_e0:.1f}x without (target >= 5)")
+    mfu = trial_tokens / t_e0 * fpt / peak
+    ok = agree_n == n and agree_c == n and t_n / t_e0 >= 10 and t_c / t_e0 >= 5 and mfu >= 0.7
+    return ok, agree_n == n and agree_c == n
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -236,6 +307,13 @@ def main() -> int:
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--memory-only", action="store_true", help="only the 200 vs 2,000-trial memory runs")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--workload", choices=["first", "paper-mix", "both"], default="both",
+                    help="first: the first protocol questions; paper-mix: questions spread over the paper preset")
+    ap.add_argument("--paper-questions", type=int, default=6)
+    ap.add_argument("--paper-words", type=int, default=8)
+    ap.add_argument("--paper-max-new-tokens", type=int, default=128)
+    ap.add_argument("--skip-naive", action="store_true", help="skip the batch-1 loop (slowest); no naive ratio")
+    ap.add_argument("--skip-plain", action="store_true", help="skip plain batched generate")
     ap.add_argument("--memory-child", nargs=4, type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.threads:
@@ -251,38 +329,20 @@ def main() -> int:
         return 0 if report_memory(mem_budget, args) else 1
     be = load_backend("embedded", device="cpu")
     det = TriggerDetector(be.tokenizer, ["the"])
-    tset = trials(be, n_q, n_w)
-    n = n_q * n_w
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}; "
-          f"{n_q} questions x {n_w} substitutions = {n} trials, {budget} new tokens, batch {args.batch_size}")
-    run_engine(be, det, tset[:1], 4, args.batch_size)  # warm-up
-    eng, t_e, dec_tokens = run_engine(be, det, tset, budget, args.batch_size)
-    print(f"engine : {n / t_e:8.2f} trials/s ({t_e:.1f} s, {dec_tokens} decoded token-rows, "
-          f"matched-branch baseline included)", flush=True)
-    eng0, t_e0, dec_tokens0 = run_engine(be, det, tset, budget, args.batch_size, matched=False)
-    print(f"engine without matched branches (the same work as the loops below): {n / t_e0:8.2f} trials/s "
-          f"({t_e0:.1f} s, {dec_tokens0} decoded token-rows)", flush=True)
-    chk, t_c = run_chunked(be, det, tset, budget, args.batch_size)
-    print(f"chunked: {n / t_c:8.2f} trials/s ({t_c:.1f} s)", flush=True)
-    nai, t_n = run_naive(be, det, tset, budget)
-    print(f"naive  : {n / t_n:8.2f} trials/s ({t_n:.1f} s)")
-    same0 = sum(eng0[k] == eng[k] for k in eng)
-    print(f"engine with vs without matched branches: identical trial tokens on {same0}/{n} trials")
-    agree_n = sum(eng[k] == nai[k] for k in eng)
-    agree_c = sum(eng[k] == chk[k] for k in eng)
-    print(f"agreement: engine = naive on {agree_n}/{n} trials; engine = chunked on {agree_c}/{n} trials")
-    tps_plain = plain_greedy_tps(be, tset, budget, args.batch_size)
-    tps_eng = dec_tokens / t_e
-    trial_tokens = sum(len(v) for v in eng.values())
-    print(f"engine decoded {tps_eng:.1f} tok/s vs plain batched greedy generate {tps_plain:.1f} tok/s "
-          f"= {tps_eng / tps_plain:.2f} (target >= 0.8); trial tokens delivered {trial_tokens / t_e:.1f} tok/s")
-    print(f"ratio engine/naive: {t_n / t_e:.1f}x with matched branches, {t_n / t_e0:.1f}x without (target >= 10)")
-    print(f"ratio engine/chunked: {t_c / t_e:.1f}x with matched branches, {t_c / t_e0:.1f}x without (target >= 3)")
-    ok = agree_n == n and agree_c == n and t_n / t_e0 >= 10 and t_c / t_e0 >= 3 and tps_eng / tps_plain >= 0.8
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f} "
+          "(shared machine: seconds are noisy; ratios are measured in one process)")
+    run_engine(be, det, trials(be, 1, 1), 4, args.batch_size)  # warm-up
+    workloads = {"first": (n_q, n_w, budget, False),
+                 "paper-mix": (args.paper_questions, args.paper_words, args.paper_max_new_tokens, True)}
+    chosen = ["first", "paper-mix"] if args.workload == "both" else [args.workload]
+    ok = agree = True
+    for name in chosen:
+        w_ok, w_agree = workload(be, det, name, *workloads[name], args)
+        ok, agree = ok and w_ok, agree and w_agree
     if not args.skip_memory:
         ok = report_memory(mem_budget, args) and ok
     print("PASS" if ok else "FAIL (see lines above)")
-    return 0 if agree_n == n and agree_c == n else 1
+    return 0 if agree else 1
 
 
 if __name__ == "__main__":
