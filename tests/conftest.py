@@ -27,3 +27,16 @@ def embedded_backend():
 @pytest.fixture(scope="session")
 def embedded_tokenizer(embedded_backend):
     return embedded_backend.tokenizer
+
+
+MODEL_FIXTURES = {"embedded_backend", "embedded_tokenizer"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """A test that takes the model fixture loads the model: it carries ``model`` even if its author
+    forgot the mark, so ``-m "not model"`` (the fast suite) never loads it. (A test that loads the
+    model another way, e.g. through a CLI subprocess, still needs the mark by hand.)"""
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("model") is None:
+            item.add_marker(pytest.mark.model)
