@@ -46,8 +46,22 @@ class ContinuousBatcher:
         self.eos = set(backend.eos_ids)
         self.stats = {"steps": 0, "tokens": 0, "max_rows": 0}
         self._stop = threading.Event()
+        self._warm_up()
         self._thread = threading.Thread(target=self._loop, name="tamperbench-batcher", daemon=True)
         self._thread.start()
+
+    def _warm_up(self) -> None:
+        """One tiny forward pass in the creating (main) thread before the decoding thread starts.
+
+        Measured here (CPU torch 2.13, 2 cores): when the process's first forward pass runs on a
+        non-main thread, every later pass on that thread is about 7x slower (16 tokens: 35 s instead
+        of 5 s) - the CPU thread pool is set up from the wrong thread. A 3-token pass here avoids it.
+        """
+        model = getattr(self.backend, "model", None)
+        if model is None:
+            return
+        with torch.inference_mode():
+            model(torch.tensor([[self.backend.eos_ids[0]] * 3], device=getattr(self.backend, "device", "cpu")))
 
     def submit(self, job: Job) -> Future:
         if job.temperature > 0:
