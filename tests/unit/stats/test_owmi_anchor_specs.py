@@ -49,3 +49,22 @@ def test_structure_claim_needs_both_contrasts():
     assert "structure beyond seed variation" in structure_claim(yes)
     assert "unsupported (Delta_object" in structure_claim(half)
     assert "not assessable" in structure_claim({"estimable": False, "reason": "one object"})
+
+
+def test_cli_preset_and_explicit_options_combine_before_any_model_loads(monkeypatch):
+    """--preset test sets epochs; an explicit --epochs must override it, not collide with it."""
+    from typer.testing import CliRunner
+
+    from tamperbench.owmi.analysis import cli as acli
+    from tamperbench.owmi.cli import app
+
+    seen = {}
+
+    def stop(spec_cls, field, **kw):
+        seen.update(kw)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(acli, "_spec", stop)
+    res = CliRunner().invoke(app, ["known-positive", "--out", "/tmp/x", "--preset", "test", "--epochs", "3"])
+    assert res.exit_code == 0, res.output
+    assert seen["epochs"] == 3 and seen["train_seeds"] == (500000, 500011)

@@ -123,8 +123,8 @@ def known_positive_cmd(
         kw["train_seeds"] = _range(train_seeds, "--train-seeds")
     if heldout_seeds:
         kw["heldout_seeds"] = _range(heldout_seeds, "--heldout-seeds")
-    spec = _spec(KnownPositiveSpec, "known-positive", model=model, layer=layer, epochs=epochs, dose=dose,
-                 learning_rate=lr, **kw)
+    kw.update({k: v for k, v in dict(layer=layer, epochs=epochs, dose=dose, learning_rate=lr).items() if v is not None})
+    spec = _spec(KnownPositiveSpec, "known-positive", model=model, **kw)
     backend = load_backend(model, device=device)
     result = run_known_positive(backend, spec, n_boot=boot, adapter_dir=Path(out) / "adapter")
     save_anchor(out, spec, result, new=new)
