@@ -174,3 +174,25 @@ def test_move_aside_moves_only_what_exists(tmp_path):
     target = lock.move_aside(run, ("a", "b"))
     assert target.parent == run / lock.SUPERSEDED_DIR and (target / "a").read_text() == "old a"
     assert not (run / "a").exists() and not (target / "b").exists()
+
+
+def test_column_types_from_annotations_by_hand():
+    from typing import Literal, Optional, Union
+
+    from tamperbench.store.run_store import _columns, _duck_type
+
+    assert [_duck_type(t) for t in (str, int, float, bool, dict)] == ["VARCHAR", "BIGINT", "DOUBLE", "BOOLEAN", "JSON"]
+    assert _duck_type(Optional[int]) == "BIGINT" and _duck_type(float | None) == "DOUBLE"
+    assert _duck_type(Union[int, str]) == "JSON" and _duck_type(Literal["a", "b"]) == "VARCHAR"
+    assert _duck_type(list[int]) == "BIGINT[]" and _duck_type(tuple[str, ...]) == "VARCHAR[]"
+    assert _duck_type(list[bool]) == "BOOLEAN[]" and _duck_type(list[float]) == "DOUBLE[]"
+    assert _duck_type(list[dict]) == "JSON" and _duck_type(list) == "JSON" and _duck_type(list[list[int]]) == "JSON"
+    assert _columns(Row) == {"key": "VARCHAR", "schema_version": "BIGINT", "provenance_id": "VARCHAR",
+                             "created_at": "VARCHAR", "kind": "VARCHAR", "value": "BIGINT"}
+
+
+def test_tables_and_column_types_of_a_real_file(store):
+    store.write("t", [row("a", 1)])
+    assert "t" in store.tables() and "meta" in store.tables() and "provenance" in store.tables()
+    assert store.column_types("t")["value"] == "BIGINT" and store.column_types("nope") == {}
+    assert store.con.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone() == ("1",)
