@@ -115,22 +115,53 @@ def answer(
     console.print("answer: " + backend.decode([s.token_id for s in stats]))
 
 
+ExecutorOpt = Annotated[str, typer.Option("--executor", help="inprocess (default) or ray: spread work units over "
+                                          "Ray actors, one model per worker; the driver alone writes the store.")]
+AddressOpt = Annotated[Optional[str], typer.Option("--address", help="Ray cluster address (default: start a local one).")]
+WorkersOpt = Annotated[int, typer.Option("--workers", min=1, max=1024, help="Ray actors (each loads the model once).")]
+
+
 @app.command("run")
 def run_spec(
     spec_file: Annotated[Path, typer.Argument(help="A spec.json (e.g. copied from another run and edited).")],
     out: Annotated[Path, typer.Option("--out", help="Run directory (resumed when it holds the same spec).")],
     new: NewOpt = False,
+    executor: ExecutorOpt = "inprocess",
+    address: AddressOpt = None,
+    workers: WorkersOpt = 2,
 ) -> None:
     """Run (or resume) a suite from a spec file; its "suite" field says which."""
+    from tamperbench.runs.ray_executor import executor_from_options
     from tamperbench.specs import load_spec_file, read_spec_json
     from tamperbench.suites import runnable_suite
 
+    ex = executor_from_options(executor, address, workers)
     raw = read_spec_json(spec_file)  # a missing file or bad JSON: one line
     suite = runnable_suite(raw.get("suite"), f"{spec_file}: field 'suite'")
     spec = load_spec_file(spec_file, suite.spec_model())  # validated before any run directory exists
-    suite.run(spec, out, new=new)
+    if ex is None:
+        suite.run(spec, out, new=new)
+    else:
+        suite.part("runner")(spec, out, new=new, executor=ex)
     if suite.tables is not None:
         suite.part("tables")(out, console)
+
+
+@app.command()
+def sweep(
+    sweep_file: Annotated[Path, typer.Argument(help='{"suite": ..., "models": [...], "spec": {...}}')],
+    out: Annotated[Path, typer.Option("--out", help="Folder: one resumable run directory per model.")],
+    new: NewOpt = False,
+    executor: ExecutorOpt = "inprocess",
+    address: AddressOpt = None,
+    workers: WorkersOpt = 2,
+) -> None:
+    """Run one suite over a list of models (the whole matrix, one command); resumable per model."""
+    from tamperbench.runs.ray_executor import executor_from_options
+    from tamperbench.runs.sweep import run_sweep
+
+    for model, run_dir in run_sweep(sweep_file, out, executor=executor_from_options(executor, address, workers), new=new):
+        console.print(f"{model}: {run_dir}")
 
 
 @app.command()

@@ -198,9 +198,10 @@ def run_quote(spec: QuoteRunSpec, out: Path, *, backend=None, new: bool = False,
     return store
 
 
-def run(spec: QuoteRunSpec, out: Path, *, new: bool = False, backend=None, progress: bool = True) -> None:
-    """The registry's runner (``tamperbench run SPEC.json``): run or resume, then close the store."""
-    run_quote(spec, Path(out), backend=backend, new=new, progress=progress).close()
+def run(spec: QuoteRunSpec, out: Path, *, new: bool = False, backend=None, progress: bool = True,
+        executor: Executor | None = None) -> None:
+    """The registry's runner (``tamperbench run SPEC.json``, sweeps): run or resume, then close the store."""
+    run_quote(spec, Path(out), backend=backend, new=new, progress=progress, executor=executor).close()
 
 
 def _record(spec: QuoteRunSpec, pid: str, t: Trial, g, index: int, batch: int) -> QuoteTrial:

@@ -105,3 +105,14 @@ class RayExecutor:
         import ray
 
         return ray.get([a.getpid.remote() for a in self.actors])
+
+
+def executor_from_options(kind: str, address: str | None, workers: int) -> RayExecutor | None:
+    """``--executor inprocess|ray``: None means the runner's default in-process executor."""
+    if kind == "inprocess":
+        if address:
+            raise UserError("--address: only meaningful with --executor ray")
+        return None
+    if kind != "ray":
+        raise UserError(f"--executor: must be inprocess or ray, got {kind!r}")
+    return RayExecutor(address, workers=workers)
