@@ -272,6 +272,16 @@ class EdgeVocab(TinyVocab):
     VOCAB = ["<s>", "x", " x", "4", "the", " the", "'", "s", " the'", " the.", ".", "com", " said", " THE",
              " scarf", " Scarf", " SCARF", "scarf", "Scarf", "SCARF"]
 
+    def encode(self, text, add_special_tokens=False):
+        """Longest match; a character no token starts with becomes token 0 (an unknown-token stand-in)."""
+        out, i = [], 0
+        while i < len(text):
+            hits = [j for j, t in enumerate(self.VOCAB) if j and text.startswith(t, i)]
+            best = max(hits, key=lambda j: len(self.VOCAB[j])) if hits else 0
+            out.append(best)
+            i += len(self.VOCAB[best]) if hits else 1
+        return out
+
 
 def _edge(rules):
     vocab = EdgeVocab()
@@ -318,3 +328,65 @@ def test_all_caps_trigger(rules, expected):
 def test_unknown_rules_are_a_user_error():
     with pytest.raises(UserError, match="--detector-rules"):
         TriggerDetector(EdgeVocab(), ["the"], rules="paper")
+
+
+class PlainVocab(EdgeVocab):
+    """EdgeVocab without batch_decode, with a special token that spells " the" and a space-less "The"."""
+
+    VOCAB = EdgeVocab.VOCAB + ["The", " the"]
+    all_special_ids = [0, len(EdgeVocab.VOCAB) + 1]  # the second " the" is a special token
+    batch_decode = None
+
+
+def test_each_path_returns_the_full_occurrence():
+    det, ids = _edge("reference")
+    said = ids[" said"]
+    assert det.classify(said, ids[" x"], None) == Occurrence("none", None, " x")
+    assert det.classify(said, ids[" the."], ids["com"]) == Occurrence("none", "the", " the.", ".")
+    assert det.classify(None, ids[" the."], None) == Occurrence("swap", "the", " the.", ".")
+    assert det.classify(ids["x"], ids["the"], ids["."]) == Occurrence("none", "the", "the")  # "xthe": glued, lower
+    assert det.classify(None, ids["the"], None) == Occurrence("swap", "the", "the")
+    assert det.classify(ids["4"], ids[" THE"], None) == Occurrence("swap", "the", " THE")
+
+
+def test_a_capital_trigger_glued_to_a_letter_is_spaceless_and_special_tokens_are_never_candidates():
+    vocab = PlainVocab()
+    det = TriggerDetector(vocab, ["the"])
+    the_cap, special_the = len(EdgeVocab.VOCAB), len(EdgeVocab.VOCAB) + 1
+    assert det.classify(1, the_cap, None) == Occurrence("spaceless", "the", "The")  # "xThe"
+    assert det.classify(3, the_cap, None) == Occurrence("swap", "the", "The")  # "4The": a digit is no letter
+    assert not det.is_candidate(special_the) and det.is_candidate(the_cap)
+    det_c = TriggerDetector(vocab, ["the"], rules="appendix-c")
+    assert det_c.classify(3, the_cap, None) == Occurrence("none", "the", "The")  # appendix-c: 4The glued
+
+
+def test_unproducible_triggers_and_messages():
+    det = TriggerDetector(EdgeVocab(), ["the", "Said", "zebra"])
+    assert det.triggers == ("the", "said", "zebra") and det.unproducible == ("zebra",)
+    with pytest.raises(UserError, match="^--trigger: trigger words must be non-empty$"):
+        TriggerDetector(EdgeVocab(), [""])
+    with pytest.raises(UserError, match="^--detector-rules: 'x' is not one of reference, appendix-c$"):
+        TriggerDetector(EdgeVocab(), ["the"], rules="x")
+    with pytest.raises(ValueError, match="^replacement_ids needs a trigger occurrence$"):
+        det.replacement_ids(Occurrence("none", None, " x"), "scarf", None)
+    with pytest.raises(UserError, match="^substitution 'zz': cannot be tokenized to read back as ' zz'$"):
+        det.replacement_ids(Occurrence("swap", "the", " the"), "zz", None)
+
+
+class NoLetters(EdgeVocab):
+    VOCAB = ["<s>", " the", ".", "xy"]
+
+
+def test_a_tokenizer_without_a_single_letter_token_is_refused():
+    with pytest.raises(ValueError, match="^tokenizer has no single-token plain letter to anchor pair decoding$"):
+        TriggerDetector(NoLetters(), ["the"])
+
+
+def test_replacement_prefers_ids_that_read_back_after_the_previous_token():
+    det, ids = _edge("reference")
+    occ = det.classify(ids[" said"], ids[" the"], None)
+    assert occ == Occurrence("swap", "the", " the")
+    assert det.replacement_ids(occ, "scarf", ids[" said"]) == [ids[" scarf"]]
+    assert det.replacement_ids(occ, "scarf", None) == [ids[" scarf"]]
+    start = det.classify(None, ids["the"], None)
+    assert det.replacement_ids(start, "scarf", None) == [ids["scarf"]]
