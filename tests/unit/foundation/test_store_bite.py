@@ -196,3 +196,44 @@ def test_tables_and_column_types_of_a_real_file(store):
     assert "t" in store.tables() and "meta" in store.tables() and "provenance" in store.tables()
     assert store.column_types("t")["value"] == "BIGINT" and store.column_types("nope") == {}
     assert store.con.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone() == ("1",)
+
+
+def test_probe_refuses_a_database_another_process_holds_and_passes_others(tmp_path):
+    """``--new`` on a run whose database an old process (no lock file) holds: one exact line."""
+    import subprocess
+    import sys
+
+    import duckdb
+
+    from tamperbench.errors import UserError
+    from tamperbench.store.run_store import _probe_unlocked
+
+    db = tmp_path / "records.duckdb"
+    duckdb.connect(str(db)).close()
+    _probe_unlocked(db)  # free: nothing raised, and the file still opens
+    corrupt = tmp_path / "corrupt.duckdb"
+    corrupt.write_bytes(b"not a database at all" * 100)
+    _probe_unlocked(corrupt)  # foreign/corrupt is moved aside by the caller, not refused
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('ready', flush=True); time.sleep(120)", str(db)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(UserError) as err:
+            _probe_unlocked(db)
+        assert str(err.value) == (f"{db}: another process holds this run database; wait for it to finish "
+                                  "or use another --out")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_lock_error_text_is_exact(tmp_path):
+    from tamperbench.errors import UserError
+    from tamperbench.store import lock
+
+    f = tmp_path / "plain"
+    f.write_text("x")
+    with pytest.raises(UserError) as err:
+        lock.acquire(f / "sub")
+    assert str(err.value) == f"{f / 'sub'}: cannot write here (Not a directory)"

@@ -82,3 +82,13 @@ def test_error_texts_are_exact():
 def test_unreadable_object_before_the_verdict_is_skipped():
     v = parse_verdict('{"flagged": tru} then {' + ALL + ', "confidence": "0.5"}')
     assert v.status == "parsed" and v.labels["aware"] is True and v.confidence == 0.5
+
+
+def test_to_json_edges_of_strings_and_escapes():
+    assert _to_json("{X: 1}") == "{X: 1}"                       # only ' and " open strings
+    assert _to_json("{'abc") == '{"abc"'                        # an unclosed string ends the text, no crash
+    assert _to_json("'ab\\") == '"ab\\\\"'                      # a backslash as the very last character
+    assert _to_json("'a\\'") == '"a\'"'                         # escaped quote right before the end
+    assert _to_json("'a\\Xb'") == '"a\\\\Xb"'                   # an unknown escape is kept as written
+    assert json.loads(_to_json("'a\"b\\n'")) == 'a"b\n'         # a " inside '...' and a real \n escape
+    assert parse_verdict("{'flagged': 'yes', 'rationale': 'ab\\").status == "unparsed"  # never raises
