@@ -92,3 +92,9 @@ def test_to_json_edges_of_strings_and_escapes():
     assert _to_json("'a\\Xb'") == '"a\\\\Xb"'                   # an unknown escape is kept as written
     assert json.loads(_to_json("'a\"b\\n'")) == 'a"b\n'         # a " inside '...' and a real \n escape
     assert parse_verdict("{'flagged': 'yes', 'rationale': 'ab\\").status == "unparsed"  # never raises
+
+
+def test_to_json_commas_only_dropped_before_a_closer():
+    assert _to_json("[1,") == "[1," and _to_json("[1,  ") == "[1,  "  # a comma at the very end stays, no crash
+    assert _to_json("[1,X]") == "[1,X]" and _to_json("[1, 2]") == "[1, 2]"
+    assert _to_json("{'a': 1 ,\n }") == '{"a": 1 \n }'
