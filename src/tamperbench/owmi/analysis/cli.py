@@ -49,7 +49,12 @@ def score_cmd(
 
     result = score_runs(runs, n_boot=boot, seed=seed, dose_boot=dose_boot)
     paths = save(result, out or Path(runs[0]) / "score")
-    Console(width=200).print(Markdown(to_markdown(result)))
+    text = to_markdown(result)
+    con = Console()
+    if con.is_terminal:
+        con.print(Markdown(text))
+    else:  # piped or redirected: the Markdown itself, unwrapped and unpadded
+        print(text, end="")
     Console(stderr=True).print(f"saved: {', '.join(str(p) for p in paths.values())}")
 
 

@@ -99,8 +99,9 @@ def to_markdown(result: dict) -> str:
                      f"rule: {a['rule']}): m_probe = {a['m_probe']:+.3f}, passes = {a['passes']}")
             for lay in a["layers"]:
                 band = _ci(lay.get("null_band"), 3)
-                L.append(f"  - read at layer {lay['read_layer']}: accuracy {lay['accuracy']:.3f} ({lay['errors']} errors in "
-                         f"{lay['n_test']}), null 95% band {band}, passes = {lay['passes']}, "
+                acc = (f"no held-out error in {lay['n_test']} (an absence of errors, not an accuracy estimate)"
+                       if lay["errors"] == 0 else f"accuracy {lay['accuracy']:.3f} ({lay['errors']} errors in {lay['n_test']})")
+                L.append(f"  - read at layer {lay['read_layer']}: {acc}, null 95% band {band}, passes = {lay['passes']}, "
                          f"source rule (max |null| < 0.1, mis-specified) = {lay.get('source_rule_pass')}")
         else:
             L.append(f"- known positive, {_e(a['model'])} at {a['site']}: {a['n_heldout']} held-out directions "
