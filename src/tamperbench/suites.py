@@ -20,8 +20,7 @@ The parts a suite provides (each optional except ``cli``):
 - ``spec``: the frozen pydantic run spec (its ``suite`` field holds the suite's name);
 - ``runner``: ``run(spec, out, *, new) -> object``, runs or resumes the spec into run dir ``out``;
 - ``tables``: ``render(run_dir, console) -> None``, prints (and saves) the run's tables;
-- ``report``: ``section(run_dir, report_dir) -> (markdown lines, image file names)``;
-- ``site``: ``build_section(runs, writer) -> Section``, the suite's part of the static report site
+- ``report``: ``build_section(runs, writer) -> Section``, the suite's part of the static report site
   (:mod:`tamperbench.report.site`): leaderboard tables, figures and viewer pages;
 - ``needs``: backend capability names (``ChatBackend``, ``ScoringBackend``, ``StepBackend``,
   ``HookBackend`` of :mod:`tamperbench.models.protocols`) the runner relies on.
@@ -35,6 +34,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Any, Callable
+
+from pydantic import BaseModel
 
 from tamperbench.errors import UserError
 
@@ -73,11 +74,10 @@ class Suite:
     runner: str | None = None
     tables: str | None = None
     report: str | None = None
-    site: str | None = None
     needs: tuple[str, ...] = ()
 
     def part(self, which: str) -> Any:
-        """Import one part (``"cli"``, ``"spec"``, ``"runner"``, ``"tables"``, ``"report"``, ``"site"``)."""
+        """Import one part (``"cli"``, ``"spec"``, ``"runner"``, ``"tables"``, ``"report"``)."""
         ref = getattr(self, which)
         if ref is None:
             raise UserError(f"suite {self.name!r} has no {which}")
@@ -88,7 +88,7 @@ class Suite:
         """True when ``tamperbench run SPEC.json`` can run this suite's specs."""
         return self.spec is not None and self.runner is not None
 
-    def spec_model(self) -> type:
+    def spec_model(self) -> type[BaseModel]:
         return self.part("spec")
 
     def run(self, spec: Any, out: Any, *, new: bool = False) -> Any:
@@ -109,7 +109,7 @@ class Suite:
 BUILTIN: tuple[Suite, ...] = (
     Suite(name="owmi", help="OWMI: intervene on internal objects; can the model report it beyond controls?",
           cli="tamperbench.owmi.cli:app", spec="tamperbench.owmi.spec:OwmiSpec", runner="tamperbench.owmi.runner:run",
-          tables="tamperbench.owmi.summary:render", site="tamperbench.owmi.site:build_section",
+          tables="tamperbench.owmi.summary:render", report="tamperbench.owmi.site:build_section",
           needs=("HookBackend", "ScoringBackend")),
     Suite(
         name="sleight",
@@ -118,8 +118,7 @@ BUILTIN: tuple[Suite, ...] = (
         spec="tamperbench.sleight.presets:SleightSpec",
         runner="tamperbench.sleight.runner:run",
         tables="tamperbench.sleight.cli:render_run",
-        report="tamperbench.report.run_report:sleight_section",
-        site="tamperbench.sleight.site:build_section",
+        report="tamperbench.sleight.site:build_section",
         needs=("ChatBackend",),  # step decoding when the backend offers it, else the black-box engine
     ),
     Suite(
@@ -135,8 +134,7 @@ BUILTIN: tuple[Suite, ...] = (
         spec="tamperbench.quote.runner:QuoteRunSpec",
         runner="tamperbench.quote.runner:run",
         tables="tamperbench.quote.cli:render_run",
-        report="tamperbench.report.run_report:quote_section",
-        site="tamperbench.quote.site:build_section",
+        report="tamperbench.quote.site:build_section",
         needs=("ChatBackend",),
     ),
 )

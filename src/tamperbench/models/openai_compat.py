@@ -20,6 +20,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs
 
 import tamperbench
@@ -82,7 +83,7 @@ class OpenAIBackend:
                                     max_retries=retries, timeout=self.timeout)
         self.max_batch_size = self.concurrency
         self.max_context = 0  # unknown to the client: the server refuses over-long prompts itself
-        self.tokenizer = None
+        self.tokenizer: Any = None  # a transformers tokenizer when option 'tokenizer' is given
         self.eos_ids: list[int] = []
         if opts.get("tokenizer"):
             self._load_tokenizer(opts["tokenizer"])
@@ -202,7 +203,7 @@ class OpenAIBackend:
         return Completion(token_ids=ids[n_prompt:], logprobs=[float(x) for x in lps[n_prompt:]], top=tops[n_prompt:],
                           finish_reason=choice.finish_reason or "length",
                           prompt_logprobs=lps[:n_prompt] if echo else None,
-                          prompt_top=tops[:n_prompt] if echo else None)
+                          prompt_top=[*tops[:n_prompt]] if echo else None)  # a display: typed as the field
 
 
 def _token_id(token: str, source: str) -> int:

@@ -26,6 +26,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -111,7 +112,7 @@ class PrefixAdmitter:
     alone would feed) and ``prefill_seconds``.
     """
 
-    dec: object
+    dec: Any  # a StepDecoder (typed loosely: it is built around transformers' cache classes)
     prompts: Sequence[Sequence[int]]
     share: bool = True
     groups: list[Group] = field(default_factory=list)
@@ -159,7 +160,7 @@ class PrefixAdmitter:
         if pend.kv is None:
             pend.kv = self._prefill_prefix(list(self.prompts[take[0]][:p]))
             self.prefill_tokens += p
-        out = []
+        out: list = []
         longest = max(len(self.prompts[i]) for i in take)
         per = max(1, _PREFILL_COLUMNS // longest)
         for s in range(0, len(take), per):

@@ -18,6 +18,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from typing import Any, Literal
 from urllib.parse import parse_qs
 
 import tamperbench
@@ -32,10 +33,11 @@ class Coalescer:
 
     def __init__(self, fn: Callable[[list], list], max_batch: int = 256):
         self.fn, self.max_batch = fn, max_batch
-        self._lock, self._pending = threading.Lock(), []  # (request, future)
+        self._lock = threading.Lock()
+        self._pending: list[tuple[Any, Future]] = []  # (request, future)
         self._running = threading.Lock()
 
-    def submit(self, request) -> object:
+    def submit(self, request) -> Any:
         fut: Future = Future()
         with self._lock:
             self._pending.append((request, fut))
@@ -144,7 +146,8 @@ class VLLMBackend:
         gens = []
         for (ids, _), out in zip(reqs, outs):
             o = out.outputs[0]
-            reason = "length" if o.finish_reason == "length" else ("stop" if o.stop_reason is not None else "eos")
+            reason: Literal["eos", "length", "stop"] = (
+                "length" if o.finish_reason == "length" else ("stop" if o.stop_reason is not None else "eos"))
             gens.append(Generation(text=o.text, token_ids=list(o.token_ids), prompt_text=self.decode(ids, skip_special_tokens=False),
                                    prompt_ids=ids, finish_reason=reason))
         return gens
