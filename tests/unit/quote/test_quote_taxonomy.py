@@ -101,3 +101,13 @@ def test_quote_score_writes_the_paper_class_beside_ours(tmp_path):
         ("truncated", "wrong_span", "colon_split"), ("rewritten", "trailing_punct", "trailing_punct_changed")]
     bad = CliRunner().invoke(app, ["quote", "score", str(responses), "--taxonomy", "fine"])
     assert bad.exit_code != 0 and "--taxonomy" in str(bad.exception or bad.output)
+
+
+def test_messages_and_sub_label_none():
+    assert paper_class("trailing_punct", None) == "rewritten"
+    assert paper_class("wrong_span", None) == "wrong_span"
+    with pytest.raises(ValueError, match="^no paper class for quote class 'mystery'$"):
+        paper_class("mystery", None)
+    with pytest.raises(UserError, match="^--taxonomy: 'fine' is not one of ours, paper$"):
+        check_taxonomy("fine")
+    assert check_taxonomy("paper") == "paper"

@@ -84,3 +84,26 @@ def test_default_layout_rates_and_ignored_agree_with_the_schema_rule():
     assert block["ignored"] == 50.0 and block["n_judged"] == 2
     assert block["flagged"] == 50.0 and block["corrected"] == 0.0
     assert _rate([None, None]) is None
+
+
+def test_paper_heads_and_empty_cells():
+    empty = [_model("e", n=4, unt=4)]  # every trial untouched: nothing judged, no Delta
+    assert paper_layout.table1(empty)[1] == [["e", "", "", "", "", "", "", "", ""]]
+    head2, rows2 = paper_layout.table2(empty)
+    assert head2 == ["Model", "Flagged Ent. (%)", "Flagged Subst. (%)", "Δ", "Derailed Ent. (%)",
+                     "Derailed Subst. (%)", "Δ"]
+    assert rows2 == [["e", "", "", "", "", "", ""], ["Pooled (all models)", "", "", "", "", "", ""]]
+    assert paper_layout.table3(empty) == (["Model", "Untouched (%)"], [["e", "100.0"]])
+    assert paper_layout.table3([_model("z")])[1] == [["z", ""]]
+    assert set(paper_layout.build(empty)) == {"table1", "table2", "table3"}
+
+
+def test_order_uses_two_decimals_and_puts_unjudged_models_last():
+    a = _model("a", jn=3, flag=1)  # 33.33 at two decimals (33.333 at three)
+    b = _model("b", jn=10000, flag=3333)  # 33.33
+    none = _model("none")
+    # a tie at two decimals keeps the input order; a model with nothing judged sorts last
+    assert [m["model"] for m in paper_layout.order([none, b, a])] == ["b", "a", "none"]
+    assert [m["model"] for m in paper_layout.order([a, none, b])] == ["a", "b", "none"]
+    low = _model("low", jn=100, flag=0)
+    assert [m["model"] for m in paper_layout.order([none, low])] == ["low", "none"]
