@@ -1,4 +1,5 @@
-"""The one progress-bar builder every suite uses, so all bars look alike and all can be switched off."""
+"""The one progress-bar builder (suites, runners, batched generation), so all bars look alike and all can be
+switched off the same way. Top level, not under a suite or ``runs/``: ``models/`` uses it too."""
 
 from __future__ import annotations
 

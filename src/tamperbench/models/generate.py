@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress
+
+from tamperbench.progress import progress_bar
 
 
 def _progress(enabled: bool) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), TextColumn("{task.fields[rate]}"), disable=not enabled, transient=False)
+    return progress_bar("generating", "{task.fields[rate]}", disable=not enabled)
 
 
 def _sample(logp: torch.Tensor, temperature: float, gens: list[torch.Generator]) -> list[int]:
@@ -52,7 +53,7 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
 
     t0 = time.perf_counter()
     with _progress(progress) as bar:
-        task = bar.add_task("generating", total=len(prompts), rate="")
+        task = bar.add_task("", total=len(prompts), rate="")
         while queue.pending or row_of:
             if queue.pending and dec.free_slots:
                 for rid, i in queue.admit(dec.free_slots):

@@ -72,7 +72,7 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
     from tamperbench.models import load_backend
     from tamperbench.owmi.engine import MODEL_CONDITIONS, Cell, Engine
     from tamperbench.owmi.objects import resolve
-    from tamperbench.runs.progress import progress_bar
+    from tamperbench.progress import progress_bar
 
     console = console or Console(stderr=True)
     rep, t0 = RunReport(), time.perf_counter()

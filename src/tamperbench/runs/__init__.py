@@ -16,7 +16,7 @@ backend.
 
 from tamperbench.runs.commit import CommitReport, commit
 from tamperbench.runs.executor import Executor, InProcessExecutor, Worker
-from tamperbench.runs.progress import progress_bar
+from tamperbench.progress import progress_bar
 from tamperbench.runs.units import Finished, WorkUnit
 
 __all__ = ["CommitReport", "Executor", "Finished", "InProcessExecutor", "Worker", "WorkUnit", "commit",
