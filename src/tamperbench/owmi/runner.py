@@ -179,12 +179,12 @@ def _execute(eng, spec, unit, keys, prov, backend, observers) -> list[OwmiRun]:
         probe = got[5] if cond == "observer" else _first_probe(eng, d["probe"])
         eff = unit.effects.get(cond, {}) if cond != "observer" else {}
         gen = unit.gens.get(cond) if cond != "observer" else None
-        task_out = gen[2] if gen else ("" if d["track"] == "A" else None)
+        task_out = "" if d["track"] in ("A", "B_masked") else (gen[2] if gen else None)
         cell_id = trial_key(dict(model=cell.model, benchmark=cell.benchmark, object=cell.obj.label, operator=op.name,
                                  dose=op.dose, probe=d["probe"], track=d["track"]))[:24]
         recs.append(OwmiRun(
             key=key, provenance_id=prov, pair_id=pair_id, cell_id=cell_id, model=cell.model,
-            model_revision=(eng.b.provenance.revision or eng.b.provenance.sha256) if d["observer_tier"] != 2 else d["observer_model"],
+            model_revision=_revision(eng.b if d["observer_tier"] != 2 else dict(observers)[d["observer_model"]]),
             dtype=str(eng.b.provenance.dtype), quantized=bool(eng.b.provenance.quantization),
             temperature=spec.temperature, top_p=spec.top_p,
             max_new_tokens=spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens,
@@ -204,6 +204,10 @@ def _execute(eng, spec, unit, keys, prov, backend, observers) -> list[OwmiRun]:
             **{k: v for k, v in eff.items()},
             **parsed_fields(d["probe"], reply, eng.n_layers)))
     return recs
+
+
+def _revision(backend) -> str:
+    return backend.provenance.revision or backend.provenance.sha256
 
 
 def _first_probe(eng, fam: str) -> str:
