@@ -138,6 +138,20 @@ def test_forced_tokens_and_rollbacks_match_a_nocache_forward(tiny):
             assert res.token == int(ref[i].argmax()), f"{arch}: step {i} not the reference arg-max"
 
 
+@pytest.mark.parametrize("arch", ["mistral", "gemma2"])
+def test_sliding_window_with_eager_attention(arch):
+    """The same checks with eager attention, whose masks are additive floats rather than booleans."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    cfg = _config(arch)
+    cfg._attn_implementation = "eager"
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
+    assert model.config._attn_implementation == "eager"
+    test_step_decoder_equals_generate_past_the_window((arch, model))
+    test_forced_tokens_and_rollbacks_match_a_nocache_forward((arch, model))
+
+
 def test_hook_sites_hit_the_modules_they_claim(tiny):
     arch, model = tiny
     from tamperbench.models.hooks import capture, hooks

@@ -115,14 +115,13 @@ class SlotKV:
         from transformers.masking_utils import create_causal_mask
 
         kpos = am.long().cumsum(1) - 1
-        qpos = self.pos[:b].clone()
-        window = self.window
-
-        def in_window(batch_idx, head_idx, q_idx, kv_idx):
-            return qpos[batch_idx] - kpos[batch_idx, kv_idx] < window
-
+        # one query per row, so the window is a per-(row, column) condition: folded into the 2-D
+        # mask, transformers builds the 4-D mask without a vmapped mask function
+        keep = am & ((self.pos[:b, None] - kpos) < self.window)
+        keep[:, -1] = am[:, -1]  # the query's own column: a dead slot (stale position) still sees its pad
         like = torch.empty(b, 1, 1, dtype=self.dtype, device=self.device)
-        sliding = create_causal_mask(self.config, like, am, self.cache, and_mask_function=in_window)
+        # never None (no is_causal skip): mistral/phi3 would then rebuild a column-space window
+        sliding = create_causal_mask(self.config, like, keep, self.cache, allow_is_causal_skip=False)
         types = getattr(self.config, "layer_types", None)
         if types is None:  # mistral, phi3: every layer slides, and the model takes one mask
             return sliding
