@@ -38,6 +38,24 @@ REPO = Path(__file__).resolve().parents[1]
 # it is equivalent). Matching on the diff text, not the mutant number, keeps the list valid when the
 # module is edited and mutmut renumbers its mutants.
 EQUIVALENT: list[tuple[str, str, str, str]] = [
+    ("src/tamperbench/judge/jury.py", "x_judge_items", "zip(items, prompts, first, parsed,",
+     "prompts and parsed are built from items and first, whose lengths an earlier strict zip already checked"),
+    ("src/tamperbench/judge/delimit.py", "x_fence_nonce", '.encode("UTF-8",',
+     "codec names are case-insensitive"),
+    ("src/tamperbench/judge/delimit.py", "x_tokenizer_special_tokens", '"all_special_tokens", None)',
+     "a missing attribute gives None instead of []; `or []` makes both the empty list"),
+    ("src/tamperbench/judge/delimit.py", "x_tokenizer_special_tokens", '"special", None)',
+     "a missing .special gives None instead of False: both falsy"),
+    ("src/tamperbench/stats/agreement.py", "x_fleiss_kappa", "np.asarray(counts, dtype=None)",
+     "integer count tables give the same kappa (every ratio below is true division)"),
+    ("src/tamperbench/stats/agreement.py", "x_fleiss_kappa", "np.asarray(counts, )",
+     "integer count tables give the same kappa (every ratio below is true division)"),
+    ("src/tamperbench/stats/agreement.py", "x_fleiss_kappa_from_ratings", "dtype=None)",
+     "np.zeros defaults to float64"),
+    ("src/tamperbench/stats/agreement.py", "x_fleiss_kappa_from_ratings", "2)), )",
+     "np.zeros defaults to float64"),
+    ("src/tamperbench/stats/agreement.py", "x_fleiss_kappa_from_ratings", "max(len(categories), 3)",
+     "an extra all-zero category column changes neither P_i nor P_e"),
 ]
 
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)

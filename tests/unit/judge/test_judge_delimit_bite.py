@@ -66,3 +66,43 @@ def test_specials_only_from_added_tokens_decoder_are_found():
                           added_tokens_decoder={5: Added("<|x|>", True), 6: Added("<y>", False)})
     assert tokenizer_special_tokens(SimpleNamespace(tokenizer=tok)) == ["<|x|>"]
     assert tokenizer_special_tokens(SimpleNamespace(tokenizer=SimpleNamespace())) == []
+
+
+def test_defuse_goes_longest_first_even_when_the_shorter_sorts_later():
+    # "!<|a|>" contains "<|a|>"; longest first defuses both occurrences, shortest first only one
+    assert defuse_special_tokens("!<|a|>", ["<|a|>", "!<|a|>"]) == (f"!{ZW}<{ZW}|a|>", 2)
+
+
+def test_added_entries_without_a_special_flag_are_not_specials():
+    tok = SimpleNamespace(added_tokens_decoder={1: "<plain>"})  # an entry with no .special attribute
+    assert tokenizer_special_tokens(SimpleNamespace(tokenizer=tok)) == []
+
+
+def test_fence_nonce_of_a_reply_with_a_lone_surrogate():
+    import hashlib
+
+    from tamperbench.judge.delimit import fence_nonce
+
+    reply = "broken \ud800 text"  # what a byte-level decoder can leave behind
+    assert fence_nonce(reply) == hashlib.sha256(f"\x000\x00{reply}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def test_two_collisions_in_a_row_take_counter_two(monkeypatch):
+    import hashlib
+
+    from tamperbench.judge import delimit
+
+    real = hashlib.sha256
+    forged = {b"k\x000\x00": "aaaaaaaaaaaaaaaa", b"k\x001\x00": "bbbbbbbbbbbbbbbb"}
+    reply = "aaaaaaaaaaaaaaaa bbbbbbbbbbbbbbbb"
+
+    def fake_sha256(data=b""):
+        for prefix, hexd in forged.items():
+            if data.startswith(prefix):
+                return SimpleNamespace(hexdigest=lambda hexd=hexd: hexd + "0" * 48)
+        return real(data)
+
+    monkeypatch.setattr(delimit.hashlib, "sha256", fake_sha256)
+    nonce = delimit.fence_nonce(reply, salt="k")
+    monkeypatch.undo()
+    assert nonce == hashlib.sha256(f"k\x002\x00{reply}".encode()).hexdigest()[:16]

@@ -26,7 +26,6 @@ class Recording:
     def generate_chat(self, conversations, **kw):
         self.calls.append({"conversations": conversations, **kw})
         texts = self.answers.pop(0)
-        assert len(texts) == len(conversations)
         return [SimpleNamespace(text=t, prompt_text=f"P{len(self.calls)}:{i}", finish_reason=f"r{len(self.calls)}")
                 for i, t in enumerate(texts)]
 
@@ -117,3 +116,20 @@ def test_majority_under_both_rules(ballots, size, abstain, false):
     assert majority(ballots, size, "false") is false
     assert combine("t", [vote(f"j{i}", flagged=b) for i, b in enumerate(ballots)],
                    [f"j{i}" for i in range(size)], "false").labels["flagged"] is false
+
+
+def test_a_judge_that_returns_too_few_generations_is_an_error_not_a_silent_shift():
+    class Short(Recording):
+        def generate_chat(self, conversations, **kw):
+            return super().generate_chat(conversations, **kw)[:-1]
+
+    with pytest.raises(ValueError):
+        judge_items(Short([[FULL, FULL, "x"]]), "j", inputs(3), max_new_tokens=5)
+
+    class ShortRetry(Recording):
+        def generate_chat(self, conversations, **kw):
+            out = super().generate_chat(conversations, **kw)
+            return out[:-1] if len(self.calls) == 2 else out
+
+    with pytest.raises(ValueError):
+        judge_items(ShortRetry([["x", "y"], ["x", "y"]]), "j", inputs(2), max_new_tokens=5)
