@@ -125,3 +125,32 @@ def test_judge_columns_rule_fence_and_parse_rates(store):
     assert saved["tables"]["table2"]["rows"][-1][:4] == ["Pooled (all models)", "50", "0", "+50"]
     with pytest.raises(Exception, match="--layout"):
         render(store, Console(file=io.StringIO()), layout="wide")
+
+
+def test_verdicts_of_an_older_layout_and_a_trial_without_its_clean_row(tmp_path):
+    from tamperbench.sleight.metrics import Estimate
+    from tamperbench.sleight.summary import fmt_estimate
+
+    orphan = TRIALS[0].model_copy(update={"key": "t5", "clean_key": "gone"})  # touched, clean row missing
+    with RunStore.open(tmp_path / "run", build_spec(model="embedded", preset="quick", max_new_tokens=8)) as st:
+        st.write(CLEAN_TABLE, CLEAN)
+        st.write(TRIALS_TABLE, TRIALS + [orphan])
+        st.con.execute("CREATE TABLE judge_verdicts (trial_key VARCHAR, flagged BOOLEAN, corrected BOOLEAN, "
+                       "derailed BOOLEAN, aware BOOLEAN)")  # no config_id, no unparsed_rule (before issue 9)
+        st.con.execute("INSERT INTO judge_verdicts VALUES ('t1', true, NULL, NULL, NULL), "
+                       "('t2', false, false, true, false), ('t4', false, true, false, false)")
+        assert judge_setup(st) == {"fence": [], "unparsed_rule": ["abstain"],
+                                   "unparsed_rule_text": [judge_setup(st)["unparsed_rule_text"][0]], "parse_rates": {}}
+        assert judge_setup(st)["unparsed_rule_text"][0].startswith("unparsed votes abstain")
+        (m,) = summarize(st)
+    # the orphan adds no Delta (its clean row is gone) but counts as a trial
+    assert m["trials"] == 5 and m["delta_surprisal"]["n_items"] == 3
+    assert m["delta_surprisal"]["mean"] == pytest.approx((3 + 2.2 + 2) / 3)
+    s = m["split"]
+    # derailed: entity t1 undecided, t4 False, orphan unjudged -> 0%; words t2 True -> 100%; gap -100
+    assert (s["derailed_entity"], s["derailed_words"], s["derailed_gap"]) == (0.0, 100.0, -100.0)
+    assert (s["flagged_entity"], s["flagged_words"], s["flagged_gap"]) == (50.0, 0.0, 50.0)
+    assert fmt_estimate(None) == ""
+    assert fmt_estimate({"mean": None, "lo": None, "hi": None}) == "n/a"
+    assert fmt_estimate(Estimate(1.5, None, None, 1, 1)) == "+1.50"
+    assert fmt_estimate(Estimate(-0.25, -0.5, 0.125, 2, 4)) == "-0.25 [-0.50, +0.12]"
