@@ -147,3 +147,13 @@ def test_no_verdicts_is_a_user_error(tmp_path):
     with RunStore.open(tmp_path / "empty", Spec()) as s:
         with pytest.raises(UserError, match="no judge verdicts"):
             compute_agreement(s)
+
+
+def test_row_keys_follow_the_documented_recipe(store):
+    """Keys are stable across versions (a rerun replaces, never duplicates): hash of these fields."""
+    rows = compute_agreement(store)
+    r = pick(rows, "cohen_pair", "flagged", "j1", "j2")
+    assert r.key == trial_key({"kind": "cohen_pair", "label": "flagged", "a": "j1", "b": "j2", "config": "cfg"})
+    r = pick(rows, "judge_vs_human", "aware", "evidence", "human:ann")
+    assert r.key == trial_key({"kind": "judge_vs_human", "label": "aware", "a": "evidence", "b": "human:ann",
+                               "config": "cfg"})
