@@ -51,10 +51,14 @@ def generate(backend, prompts: list[str], *, max_new_tokens: int, share: bool) -
     return gens, time.perf_counter() - t0, stats
 
 
-def bench(backend, preset: str, n_items: int | None, max_new_tokens: int) -> tuple[float, bool]:
+def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, alone_first: bool = False
+          ) -> tuple[float, bool]:
     prompts = prompts_for(preset, n_items)
+    if alone_first:
+        alone, t_a, st_a = generate(backend, prompts, max_new_tokens=max_new_tokens, share=False)
     shared, t_s, st_s = generate(backend, prompts, max_new_tokens=max_new_tokens, share=True)
-    alone, t_a, st_a = generate(backend, prompts, max_new_tokens=max_new_tokens, share=False)
+    if not alone_first:
+        alone, t_a, st_a = generate(backend, prompts, max_new_tokens=max_new_tokens, share=False)
     same = sum(a.token_ids == b.token_ids for a, b in zip(alone, shared))
     ratio = t_a / t_s
     print(f"[{preset}] {len(prompts)} prompts ({n_items or 'all'} items x 2 arms), {max_new_tokens} new tokens, "
@@ -78,6 +82,7 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=96, help="the quote runner's default is 96")
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--alone-first", action="store_true", help="run the no-reuse baseline first (order check)")
     args = ap.parse_args()
 
     import torch
@@ -94,7 +99,7 @@ def main() -> int:
     presets = ["standard", "depth"] if args.preset == "both" else [args.preset]
     for preset in presets:
         n = args.depth_items if preset == "depth" and args.depth_items else args.items
-        _, same = bench(backend, preset, n, args.max_new_tokens)
+        _, same = bench(backend, preset, n, args.max_new_tokens, args.alone_first)
         ok = ok and same
     return 0 if ok else 1
 
