@@ -25,6 +25,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -94,9 +95,16 @@ def diff_for(name: str, path: str) -> str:
     return get_diff_for_mutant(name, path=Path(path))
 
 
+_SQL = re.compile(r"""["'](select|insert|create|delete|update)\b""", re.I)
+
+
 def equivalent_reason(name: str, path: str, diff: str) -> str | None:
     func = name.rpartition(".")[2].split("__mutmut_")[0]
     added = [ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    removed = [ln[1:] for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    if (len(added) == len(removed) == 1 and added[0] != removed[0] and added[0].lower() == removed[0].lower()
+            and _SQL.search(added[0]) and '\\"' not in added[0]):
+        return "only the case of an SQL statement changed (keywords and unquoted identifiers are case-insensitive)"
     for mod, fn, needle, why in EQUIVALENT:
         if mod == path and fn == func and any(needle in ln for ln in added):
             return why

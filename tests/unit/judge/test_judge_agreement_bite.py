@@ -157,3 +157,23 @@ def test_row_keys_follow_the_documented_recipe(store):
     r = pick(rows, "judge_vs_human", "aware", "evidence", "human:ann")
     assert r.key == trial_key({"kind": "judge_vs_human", "label": "aware", "a": "evidence", "b": "human:ann",
                                "config": "cfg"})
+
+
+def test_partial_human_labels_and_a_single_or_empty_verdict_table(tmp_path, store):
+    # a second annotator who labelled only t0..t2: compared on those three trials, nothing invented
+    store.write("human_labels", [HumanLabelRecord(
+        key=trial_key({"h2": t}), trial_key=t, annotator="bob", flagged=True, corrected=True, derailed=False,
+        aware=False, note="", sample_seed=0) for t in TRIALS[:3]])
+    rows = compute_agreement(store)
+    r = pick(rows, "judge_vs_human", "flagged", "jury", "human:bob")
+    assert (r.n, r.accuracy) == (3, pytest.approx(2 / 3))  # verdicts T, T, F against T, T, T
+
+    with RunStore.open(tmp_path / "one", Spec()) as one:
+        one.write("judge_verdicts", [JudgeVerdictRecord(
+            key="v", trial_key="t0", flagged=True, corrected=None, derailed=None, aware=None, ignored=None,
+            n_judges=1, jury=["solo"], config_id="c1", tally={})])
+        assert current_jury(one) == (["solo"], "c1")
+    with RunStore.open(tmp_path / "empty-table", Spec()) as empty:
+        empty.ensure_table("judge_verdicts", JudgeVerdictRecord)
+        with pytest.raises(UserError, match="no judge verdicts yet"):
+            current_jury(empty)
