@@ -6,6 +6,7 @@ exit status 2, so bad input never shows a traceback.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -167,15 +168,15 @@ def sweep(
 @app.command()
 def report(
     runs: Annotated[list[Path], typer.Argument(help="Run directories of any registered suite.")],
-    out: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("report"),
+    out: Annotated[Path, typer.Option("--out", help="Site folder (open its index.html; no server needed).")] = Path("report"),
 ) -> None:
-    """Write a static report (report.md, index.html, PNG plots) of the given runs."""
-    from tamperbench.report.run_report import build_report
+    """Build the static report site: leaderboards, run provenance, plots and trial viewers."""
+    from tamperbench.report.site import build_site
 
-    for run in runs:
-        if not (run / "spec.json").is_file():
-            raise UserError(f"{run}: not a tamperbench run directory (no spec.json)")
-    console.print(f"report: {build_report(runs, out)}")
+    index, problems = build_site(runs, out)
+    for p in problems:
+        print(f"warning: left out of the report: {p}", file=sys.stderr)
+    console.print(f"report: {index}")
 
 
 @app.command()

@@ -45,5 +45,6 @@ def run_demo(app, out: Path, model: str) -> None:
     console.print(Rule("[bold]done[/bold]"))
     console.print(f"Sleight of Word run:  {out / 'sleight'}  (records.duckdb, spec.json, tables.md)")
     console.print(f"Exact Words run:      {out / 'quote'}")
-    console.print(f"Report:               {out / 'report' / 'index.html'}  (and report.md, PNG plots)")
+    console.print(f"Report site:          {out / 'report' / 'index.html'}  (leaderboards, trial viewer, plots; "
+                  "open it from disk)")
     console.print(f"Export any run:       tamperbench export {out / 'sleight'} --format parquet --out sleight.parquet")

@@ -63,10 +63,15 @@ TOY = textwrap.dedent('''
         console.print(f"toy table: sum of squares = {total}")
 
 
-    def section(run_dir, report_dir):
-        with RunStore.open_existing(run_dir, read_only=True) as store:
-            n = len(store.rows("toy_rows"))
-        return [f"## Toy suite: `{run_dir}`", "", f"toy rows stored: {n}", ""], []
+    def section(runs, writer):
+        from tamperbench.report.site.model import Section
+        from tamperbench.report.site.tables import LeaderTable
+
+        table = LeaderTable(slug="toy", title="Toy rows stored", columns=["run", "rows"])
+        for run in runs:
+            with RunStore.open_existing(run.path, read_only=True) as store:
+                table.add(run.path.name, len(store.rows("toy_rows")))
+        return Section(suite="toy", title="Toy suite", tables=[table])
 
 
     SUITE = Suite(name="toy", help="Toy suite registered from a test.", cli="toy_suite:app",
@@ -103,8 +108,9 @@ def test_toy_suite_in_help_run_and_report(tmp_path):
 
     rep = _cli(tmp_path, "report", str(tmp_path / "run"), "--out", str(tmp_path / "report"))
     assert rep.returncode == 0, rep.stderr
-    md = (tmp_path / "report" / "report.md").read_text()
-    assert "## Toy suite:" in md and "toy rows stored: 4" in md
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "<h2>Toy suite</h2>" in page and "Toy rows stored" in page
+    assert (tmp_path / "report" / "tables" / "toy.csv").read_text() == "run,rows\nrun,4\n"
 
 
 def test_toy_spec_constraint_refused_before_any_run_dir(tmp_path):

@@ -18,11 +18,11 @@ SUITE_ORDER = ("sleight", "quote", "owmi")
 
 
 def section_builder(suite: str):
-    """The suite's site-section function from the suite registry (its ``site`` part); None if it has none."""
+    """The suite's site-section function from the suite registry (its ``report`` part); None if it has none."""
     from tamperbench.suites import registered
 
     entry = registered().get(suite)
-    return None if entry is None or entry.site is None else entry.part("site")
+    return None if entry is None or entry.report is None else entry.part("report")
 
 
 def read_run(path: Path, index: int) -> RunInfo:
@@ -53,7 +53,8 @@ def read_run(path: Path, index: int) -> RunInfo:
                     f'SELECT DISTINCT schema_version FROM "{table.replace(chr(34), chr(34) * 2)}"').fetchall()}
         prov = []
         if store.has_table("provenance"):
-            prov = [json.loads(rec) for (rec,) in store.con.execute("SELECT record FROM provenance ORDER BY id").fetchall()]
+            prov = [{**json.loads(rec), "id": pid}
+                    for pid, rec in store.con.execute("SELECT id, record FROM provenance ORDER BY id").fetchall()]
     finally:
         store.close()
     other = sorted(v for v in versions if v != SCHEMA_VERSION)
