@@ -35,6 +35,10 @@ LEVELS = {
 }
 
 
+def _q(x) -> str:
+    return "n/a" if x is None else f"{x:+.3f}"
+
+
 def _above(ci) -> bool | None:
     return None if ci is None else bool(ci[0] > 0)
 
@@ -53,7 +57,7 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
     pr_ok = None if probe is None else bool(probe.get("passes"))
     conds.append(("linear probe above its null at this site", pr_ok,
                   "no probe anchor at this site" if probe is None else
-                  f"m_probe={probe['m_probe']:+.3f} vs null 95th pct {probe['layers'][0].get('null_quantile')}"))
+                  f"m_probe={probe['m_probe']:+.3f} vs null 95th pct {_q(probe['layers'][0].get('null_quantile'))}"))
     auc_ci = c.get("auroc_ci")
     exceeds_sham = None if not pairs else bool(auc_ci[0] > 0.5 and (bh_reject is not False))
     conds.append(("detection exceeds paired sham (AUROC interval above 0.5, BH-controlled)", exceeds_sham,
