@@ -41,6 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 EQUIVALENT: list[tuple[str, str, str, str]] = [
     ("src/tamperbench/judge/jury.py", "x_judge_items", "zip(items, prompts, first, parsed,",
      "prompts and parsed are built from items and first, whose lengths an earlier strict zip already checked"),
+    ("src/tamperbench/judge/agreement.py", "x_compute_agreement", "zip(LABELS, vals,",
+     "vals are the LABELS columns of a SELECT that lists exactly LABELS: always the same length"),
     ("src/tamperbench/judge/delimit.py", "x_fence_nonce", '.encode("UTF-8",',
      "codec names are case-insensitive"),
     ("src/tamperbench/judge/delimit.py", "x_tokenizer_special_tokens", '"all_special_tokens", None)',

@@ -177,3 +177,23 @@ def test_partial_human_labels_and_a_single_or_empty_verdict_table(tmp_path, stor
         empty.ensure_table("judge_verdicts", JudgeVerdictRecord)
         with pytest.raises(UserError, match="no judge verdicts yet"):
             current_jury(empty)
+
+
+def test_a_jury_of_two_still_gets_fleiss_and_a_jury_of_one_none(tmp_path):
+    def build(path, jury):
+        s = RunStore.open(path, Spec())
+        s.write("judge_votes", [vote(j, i, VOTES[j][i], CORR[j][i]) for j in jury for i in range(8)])
+        s.write("judge_verdicts", [JudgeVerdictRecord(
+            key=trial_key({"v": t}), trial_key=t, flagged=VERDICT[i], corrected=None, derailed=None, aware=None,
+            ignored=None, n_judges=len(jury), jury=jury, config_id="cfg", tally={}) for i, t in enumerate(TRIALS)])
+        return s
+
+    with build(tmp_path / "two", ["j1", "j2"]) as s:
+        rows = compute_agreement(s)
+        r = pick(rows, "fleiss", "flagged", "jury", "jury")
+        # two raters: Fleiss' kappa is Scott's pi on the 6 trials both labelled (by hand:
+        # p_o = 5/6, p_T = 7/12 -> p_e = (49 + 25)/144 = 74/144, pi = (120 - 74)/(144 - 74) = 46/70)
+        assert r.n == 6 and r.kappa == pytest.approx(46 / 70)
+    with build(tmp_path / "one", ["j1"]) as s:
+        rows = compute_agreement(s)
+        assert not [r for r in rows if r.kind in ("fleiss", "cohen_pair")]
