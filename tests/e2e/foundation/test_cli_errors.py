@@ -69,8 +69,9 @@ def test_spec_file_with_wrongly_typed_field(tmp_path):
 
 def test_spec_file_with_unknown_suite(tmp_path):
     spec = tmp_path / "spec.json"
-    spec.write_text('{"suite": "owmi"}')
-    assert_one_line_error(run_cli("run", str(spec), "--out", str(tmp_path / "run")), "field 'suite'")
+    spec.write_text('{"suite": "no-such-suite"}')  # (owmi, named here once, is a registered suite now)
+    assert_one_line_error(run_cli("run", str(spec), "--out", str(tmp_path / "run")), "field 'suite'",
+                          "must be one of", "sleight", "no-such-suite")
 
 
 def test_negative_batch_size():
