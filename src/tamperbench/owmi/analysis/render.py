@@ -83,6 +83,11 @@ def to_markdown(result: dict) -> str:
         if eq:
             L.append(f"- {_e(p['pool'])}: " + "; ".join(
                 f"below {100 * e['bound']:.3f} pp at alpha {e['alpha']:g}" for e in eq))
+    for c in result["cells"]:
+        eq = (c.get("detection") or {}).get("complete", {}).get("equivalence") or []
+        if eq and c["cell"]["probe_family"] == "detection":
+            L.append(f"- {_e(c['cell']['model'])} · {_e(_cell_label(c['cell']))}: " + "; ".join(
+                f"below {100 * e['bound']:.3f} pp at alpha {e['alpha']:g}" for e in eq))
     L += ["", "## Verbalised confidence (Brier, equal-mass ECE, selective-prediction AUROC)", "",
           "| model | cell | n | accuracy | Brier | ECE (10 equal-mass bins) | selective AUROC |", "|---|---|---|---|---|---|---|"]
     for c in result["cells"]:
