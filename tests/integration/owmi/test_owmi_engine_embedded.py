@@ -17,8 +17,8 @@ pytestmark = pytest.mark.model
 @pytest.fixture(scope="module")
 def owmi_run(tmp_path_factory, embedded_backend):
     out = tmp_path_factory.mktemp("owmi") / "run"
-    spec = quick_spec(items_per_benchmark=1, probes=["detection"], tracks=["A", "B_delayed"], calibration_steps=3,
-                      observer_models=["embedded"], task_max_new_tokens=8, probe_max_new_tokens=12)
+    spec = quick_spec(items_per_benchmark=1, probes=["detection"], tracks=["A", "B_delayed"], calibration_steps=2,
+                      observer_models=["embedded"], task_max_new_tokens=4, probe_max_new_tokens=8)
     rep = run(spec, out)
     with RunStore.open_existing(out, read_only=True) as st:
         rows = st.rows(RUNS_TABLE)
