@@ -40,7 +40,13 @@ REPO = Path(__file__).resolve().parents[1]
 # module is edited and mutmut renumbers its mutants.
 EQUIVALENT: list[tuple[str, str, str, str]] = [
     ("src/tamperbench/judge/jury.py", "x_judge_items", "zip(items, prompts, first, parsed,",
-     "prompts and parsed are built from items and first, whose lengths an earlier strict zip already checked"),
+     "a judge returning too few generations raises ValueError at the other strict zip over first and items"),
+    ("src/tamperbench/judge/jury.py", "x_judge_items", "zip(first, items,",
+     "a judge returning too few generations raises ValueError at the later strict zip over items and first"),
+    ("src/tamperbench/stats/agreement.py", "x_cohen_kappa", 'warnings.simplefilter("ignore", ',
+     "changes only which warnings are silenced, not the value"),
+    ("src/tamperbench/stats/agreement.py", "x_percent_agreement", "zip(a, b,",
+     "the lengths were compared just above"),
     ("src/tamperbench/judge/agreement.py", "x_compute_agreement", "zip(LABELS, vals,",
      "vals are the LABELS columns of a SELECT that lists exactly LABELS: always the same length"),
     ("src/tamperbench/judge/delimit.py", "x_fence_nonce", '.encode("UTF-8",',

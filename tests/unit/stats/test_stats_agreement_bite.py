@@ -108,3 +108,12 @@ def test_fleiss_refusals():
     # one category for everything: p_e = 1, undefined; one item with split votes is fine
     assert fleiss_kappa([[0, 4], [0, 4]]) is None
     assert fleiss_kappa([[2, 2]]) == pytest.approx((1 / 3 - 1 / 2) / (1 / 2))
+
+
+def test_cohen_on_labels_one_rater_never_used_and_on_mixed_types_by_hand():
+    # a = x x y y, b = x z y y: p_o = 3/4, p_e = (1/2)(1/4) + (1/2)(1/2) + 0 = 3/8 -> kappa = 0.6
+    assert cohen_kappa(["x", "x", "y", "y"], ["x", "z", "y", "y"]) == pytest.approx(0.6)
+    # categories of mixed types (unorderable): p_o = 1/2, p_e = 1/2 -> kappa = 0
+    assert cohen_kappa(["a", 1, "a", 1], [1, 1, "a", "a"]) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match=r"^percent_agreement: sequences differ in length$"):
+        percent_agreement([1, 0], [1])
