@@ -205,10 +205,11 @@ class PrefixAdmitter:
             cache.update(k.expand(m, -1, -1, -1), v.expand(m, -1, -1, -1), li)
         last = torch.tensor([[k - 1] for k in lens], device=dev)  # (m, 1): each row's own last token
         logp, stats = distribution(dec._forward(ids, am, pos, cache, logits_to_keep=last)[:, -1], dec.topk)
-        rids = []
-        for r, (q, k) in enumerate(zip(prompts, lens)):
+        rids = [0] * m
+        for r in sorted(range(m), key=lambda r: -lens[r]):  # longest first: later rows fit, no regrowth
+            q, k = prompts[r], lens[r]
             row_kv = [(layer.keys[r, :, :p + k], layer.values[r, :, :p + k]) for layer in cache.layers]
             st = stats.map(lambda t: t[r])  # noqa: B023
             snap = RowSnapshot(row_kv, list(q), len(q), False, None, logp[r], logp[r], st, st, len(q))
-            rids.extend(dec.import_rows(snap, 1))
+            [rids[r]] = dec.import_rows(snap, 1)
         return rids
