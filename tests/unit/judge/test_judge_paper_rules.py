@@ -63,10 +63,12 @@ def test_jury_label_rules_by_hand(ballots, size, abstain, paper):
 
 
 def test_jury_label_rejects_bad_input():
-    for bad in (lambda: jury_label([], 0), lambda: jury_label([True, True], 1),
-                lambda: jury_label([True], 1, "maybe")):
-        with pytest.raises(ValueError):
-            bad()
+    with pytest.raises(ValueError, match="^jury_size must be at least 1$"):
+        jury_label([], 0)
+    with pytest.raises(ValueError, match="^more ballots than jurors$"):
+        jury_label([True, True], 1)
+    with pytest.raises(ValueError, match=r"^unparsed rule must be one of \('abstain', 'false'\), not 'maybe'$"):
+        jury_label([True], 1, "maybe")
 
 
 def _vote(judge: str, status: str = "parsed", **labels) -> Vote:
