@@ -114,7 +114,7 @@ def _plots(result: dict, rows: list[dict]):
     # 2. raw report rates per condition
     rates = _report_rates(rows)
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    for i, (cond, (k, n)) in enumerate(rates.items()):
+    for i, (_cond, (k, n)) in enumerate(rates.items()):
         lo, hi = wilson(k, n)
         ax.bar(i, k / n, color="C0")
         ax.errorbar([i], [k / n], yerr=[[k / n - lo], [hi - k / n]], color="k", capsize=4)

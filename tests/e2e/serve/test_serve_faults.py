@@ -73,7 +73,7 @@ def quote_run(port: int, out) -> subprocess.CompletedProcess:
 
 def test_killed_server_fails_clearly_and_the_rerun_resumes(server, tmp_path):
     port = free_port()
-    proxy = Proxy(port, server.url, limit=2)
+    _proxy = Proxy(port, server.url, limit=2)  # held for the test: it serves until collected
     first = quote_run(port, tmp_path / "run")
     assert first.returncode == 2, first.stderr
     err = [line for line in first.stderr.splitlines() if line.startswith("error:")]
