@@ -237,3 +237,22 @@ def test_lock_error_text_is_exact(tmp_path):
     with pytest.raises(UserError) as err:
         lock.acquire(f / "sub")
     assert str(err.value) == f"{f / 'sub'}: cannot write here (Not a directory)"
+
+
+def test_move_aside_stamp_format_and_failure_line(tmp_path):
+    import re
+
+    from tamperbench.errors import UserError
+    from tamperbench.store import lock
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a").write_text("x")
+    target = lock.move_aside(run, ("a",))
+    assert re.fullmatch(r"\d{8}T\d{6}\.\d{6}Z", target.name)
+    (run / "b").write_text("y")
+    (run / lock.SUPERSEDED_DIR).rename(tmp_path / "moved")
+    (run / lock.SUPERSEDED_DIR).write_text("a file where the folder should be")
+    with pytest.raises(UserError) as err:
+        lock.move_aside(run, ("b",))
+    assert str(err.value) == f"{run}: cannot write here (Not a directory)"
