@@ -20,7 +20,9 @@ def backend(embedded_tokenizer):
     tok = embedded_tokenizer
     return SimpleNamespace(tokenizer=tok, provenance_id="p0",
                            chat_text=lambda m: tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True),
-                           chat_ids=lambda m: [1, 2, 3])
+                           chat_ids=lambda m: [1, 2, 3],
+                           decode=lambda ids, skip_special_tokens=True: tok.decode(
+                               list(ids), skip_special_tokens=skip_special_tokens))
 
 
 def _trace(ids, injected=(), swaps=(), spaceless=0):
