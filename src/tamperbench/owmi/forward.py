@@ -155,7 +155,10 @@ def distributions(model, ids: Sequence[int], start: int, iv: Intervention | None
 def js_rows(lp: torch.Tensor, lq: torch.Tensor) -> torch.Tensor:
     """Jensen-Shannon divergence (nats) row by row from log-probs: 1/2 KL(p||m) + 1/2 KL(q||m)."""
     p, q = lp.exp(), lq.exp()
-    lm = torch.logaddexp(lp, lq) - torch.log(torch.tensor(2.0))
+    # log m = max + log((1 + exp(-|lp - lq|)) / 2): exactly lp where p == q, so a sham's JS is exactly 0
+    hi = torch.maximum(lp, lq)
+    gap = (lp - lq).abs().nan_to_num(nan=0.0)
+    lm = hi + torch.log((1.0 + torch.exp(-gap)) * 0.5)
     kl_p = torch.where(p > 0, p * (lp - lm), torch.zeros((), dtype=p.dtype)).sum(-1)
     kl_q = torch.where(q > 0, q * (lq - lm), torch.zeros((), dtype=q.dtype)).sum(-1)
     return (0.5 * kl_p + 0.5 * kl_q).clamp(min=0)
