@@ -68,7 +68,10 @@ def run_cmd(
         from tamperbench.models.templating import resolve_chat_template
 
         resolve_chat_template(chat_template)
+        from tamperbench.models.registry import LOCAL_SCHEMES, scheme_of
 
+        if scheme_of(spec) not in LOCAL_SCHEMES:  # openai:, vllm: check their own spec when loaded
+            return None
         return resolve(spec)
 
     start = time.perf_counter()

@@ -6,7 +6,7 @@ Spec strings:
 * a local transformers directory (has ``config.json``);
 * a local ``.gguf`` file;
 * a hub id (``org/name``), loaded from the hub or its local cache;
-* ``openai:<base_url>#<model>`` -- reserved for the HTTP backend (a later wave).
+* ``openai:<base_url>#<model>`` -- a remote server (``models/openai_compat.py``): no local files.
 
 GGUF files are dequantized by transformers on first load (about 30 s for the embedded
 model), so the dequantized weights are cached as safetensors under
@@ -78,8 +78,8 @@ def resolve(spec: str, home: Path | None = None) -> ResolvedSource:
         raise UserError("--model: empty model spec")
     if spec.startswith("openai:"):
         raise UserError(
-            f"model '{spec}': the OpenAI-compatible HTTP backend is reserved syntax and not built yet; "
-            "use 'embedded', a local directory, a .gguf file or a hub id"
+            f"model '{spec}': an openai: spec names a remote server, not local files; load it with "
+            "tamperbench.models.load_backend"
         )
     if spec.lower() in EMBEDDED_ALIASES:
         gguf = embedded_gguf_path()

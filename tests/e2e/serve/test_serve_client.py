@@ -5,6 +5,7 @@ Real server subprocess, real embedded model, the official openai client. Nothing
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -139,3 +140,27 @@ def test_spec_errors_name_the_part():
                        ("openai:http://x#m?concurrency=0", "option 'concurrency'")]:
         with pytest.raises(UserError, match=part):
             OpenAIBackend(spec)
+
+
+def test_openai_backend_as_a_judge_through_the_cli(server, tmp_path):
+    """``tamperbench judge run RUN --judge openai:...`` against the real server: votes and verdicts land
+    in the run, and the judge's provenance names the remote model."""
+    import os
+    import subprocess
+    import sys
+
+    from tamperbench.judge.samples import SAMPLES, sample_rows, write_fixture_run
+    from tamperbench.store import RunStore
+
+    run = write_fixture_run(tmp_path / "run", sample_rows(SAMPLES[:2]))
+    judge = f"openai:{server.url}#embedded?key_env=TB_SERVE_TEST_KEY&retries=0"
+    proc = subprocess.run([sys.executable, "-m", "tamperbench.cli", "judge", "run", str(run), "--judge", judge,
+                           "--max-new-tokens", "16"], capture_output=True, text=True, env=os.environ.copy(),
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    with RunStore.open_existing(run, read_only=True) as store:
+        votes = store.rows("judge_votes")
+        provs = [json.loads(r) for (r,) in store.con.execute("SELECT record FROM provenance").fetchall()]
+    assert len(votes) == 2 and {v["judge"] for v in votes} == {judge}
+    assert all(v["raw_text"] for v in votes)  # the remote model answered each prompt
+    assert any(p["kind"] == "openai" and p["revision"] == "embedded" for p in provs)

@@ -39,8 +39,8 @@ def test_hub_id_offline_says_how_to_pass_a_path(tmp_path, monkeypatch):
         resolve("org-that-does-not-exist/model", home=tmp_path)
 
 
-def test_openai_syntax_is_reserved(tmp_path):
-    with pytest.raises(UserError, match="reserved"):
+def test_openai_spec_has_no_local_files(tmp_path):
+    with pytest.raises(UserError, match="names a remote server, not local files"):
         resolve("openai:http://127.0.0.1:8000/v1#m", home=tmp_path)
 
 
