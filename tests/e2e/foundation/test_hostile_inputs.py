@@ -99,10 +99,16 @@ def _image_lines(inputs: Path) -> Path:
 
 
 def _check_report(tmp: Path, proc) -> None:
-    html = (tmp / "cwd" / "rep" / "index.html").read_text()
-    md = (tmp / "cwd" / "rep" / "report.md").read_text()
-    assert "<script>" not in html and "<img src=x" not in html and 'src="javascript' not in html
-    assert "<script>" not in md and "<img src=x" not in md  # report.md is inert Markdown too
+    site = tmp / "cwd" / "rep"
+    pages = list(site.rglob("*.html"))
+    assert len(pages) >= 3  # index, the run's provenance page, the trial viewer
+    for page in pages:
+        html = page.read_text()
+        assert "<script>alert" not in html and "<img src=x" not in html and 'src="javascript' not in html
+    for data in site.rglob("data/**/*.js"):  # model text in data scripts cannot close a tag
+        assert "<" not in data.read_text()
+    for md in site.rglob("tables/*.md"):  # exported Markdown is inert too
+        assert "<script>" not in md.read_text() and "<img src=x" not in md.read_text()
 
 
 def _check_export(tmp: Path, proc) -> None:

@@ -41,7 +41,7 @@ def test_bad_runs_are_listed_and_the_site_builds_for_the_good_ones(tmp_path):
     assert any("old" in p and "schema version 99" in p and "reads version" in p for p in problems)
     assert any("empty" in p and "empty" in p.split(":", 1)[1] for p in problems)
     assert any("notrun" in p and "not a tamperbench run" in p for p in problems)
-    assert any("garbage" in p and "JSON" in p for p in problems)
+    assert any("garbage" in p and "not valid JSON" in p for p in problems)
     html = index.read_text()
     assert "Runs left out" in html and "schema version 99" in html
     assert (tmp_path / "site" / "problems.txt").read_text().count("\n") == 4

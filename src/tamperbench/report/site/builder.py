@@ -38,7 +38,7 @@ def read_run(path: Path, index: int) -> RunInfo:
     try:
         spec = json.loads((path / SPEC_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise UserError(f"{path / SPEC_FILE}: not readable JSON ({err})") from None
+        raise UserError(f"{path / SPEC_FILE}: not valid JSON ({err})") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("suite"), str):
         raise UserError(f"{path / SPEC_FILE}: field 'suite' is missing")
     store = RunStore.open_existing(path, read_only=True)
