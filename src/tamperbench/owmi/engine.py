@@ -199,12 +199,22 @@ class Engine:
 
     def probe_fresh(self, unit: Unit, track: str, conds, families, scopes, max_new: int) -> dict:
         """Tracks A and B_masked: the context does not depend on the condition, so the conditions
-        x scopes of the item run as rows of one batch, each row under its own row-targeted hook;
-        the prefix is prefilled once and its cache cropped back and reused by every probe family."""
+        x scopes of the item run as rows of one batch, each row under its own row-targeted hook."""
         rows = [(c, s) for c in conds for s in scopes]
+        return self._probe_rows(unit, rows, families, max_new, lambda fam: self._context(unit, track, fam, conds[0]))
+
+    def probe_visible(self, unit: Unit, cond: str, families, scopes, max_new: int) -> dict:
+        """Track B_visible: each condition reads its own task output, so contexts differ in length
+        between conditions; the scopes of one condition share a batch."""
+        rows = [(cond, s) for s in scopes]
+        return self._probe_rows(unit, rows, families, max_new, lambda fam: self._context(unit, "B_visible", fam, cond))
+
+    def _probe_rows(self, unit: Unit, rows, families, max_new: int, context_for) -> dict:
+        """Probe every family on ``rows`` (condition, scope) as one batch; the shared prefix is prefilled
+        once and its cache cropped back and reused by every probe family."""
         out, prefix, cache, group = {}, None, None, None
         for fam in families:
-            ctx = self._context(unit, track, fam, conds[0])
+            ctx = context_for(fam)
             if ctx.ids[: ctx.split] != prefix:
                 prefix = ctx.ids[: ctx.split]
                 group = self._row_group(unit, rows, ctx.declared)
@@ -218,26 +228,6 @@ class Engine:
                 text = self.b.tokenizer.decode(ids, skip_special_tokens=True)
                 out[(cond, fam, scope)] = (ctx.text, ctx.ids, ctx.declared, (ids, text, fin))
         return out
-
-    def probe_visible(self, unit: Unit, cond: str, families, scopes, max_new: int) -> dict:
-        """Track B_visible: each condition reads its own task output, so contexts differ in length
-        between conditions; the scopes of one condition share a batch."""
-        rows = [(cond, s) for s in scopes]
-        out, prefix, cache, group = {}, None, None, None
-        for fam in families:
-            ctx = self._context(unit, "B_visible", fam, cond)
-            if ctx.ids[: ctx.split] != prefix:
-                prefix = ctx.ids[: ctx.split]
-                group = self._row_group(unit, rows, ctx.declared)
-                cache = fw.new_cache(self.model)
-                fw.feed_rows(self.model, cache, torch.tensor([prefix] * len(rows)), 0, group, "prefill")
-            fw.crop_to(cache, len(prefix))
-            logits = fw.feed_rows(self.model, cache, torch.tensor([ctx.ids[ctx.split:]] * len(rows)), len(prefix),
-                                  group, "probe")
-            got = fw.greedy_rows(self.model, cache, logits, len(ctx.ids), max_new, self.eos, group, "probe")
-            for (_, scope), (ids, fin) in zip(rows, got):
-                out[(cond, fam, scope)] = (ctx.text, ctx.ids, ctx.declared,
-                                           (ids, self.b.tokenizer.decode(ids, skip_special_tokens=True), fin))
         return out
 
     def probe_delayed(self, unit: Unit, cond: str, families, scopes, max_new: int) -> dict:
