@@ -23,7 +23,7 @@ def demo_steps(out: Path, model: str) -> list[tuple[str, list[str]]]:
     items = load_items("standard")
     chosen = [i.id for i in items if i.dirty][:QUOTE_ITEMS_PER_KIND] + \
              [i.id for i in items if not i.dirty][:QUOTE_ITEMS_PER_KIND]
-    sleight, quote = str(out / "sleight"), str(out / "quote")
+    sleight, quote, owmi = str(out / "sleight"), str(out / "quote"), str(out / "owmi")
     return [
         ("one greedy answer, token by token", ["answer", DEMO_QUESTION, "--model", model, "--max-new-tokens", "40"]),
         ("Sleight of Word, quick preset", ["sleight", "run", "--model", model, "--preset", "quick", "--out", sleight]),
@@ -33,7 +33,9 @@ def demo_steps(out: Path, model: str) -> list[tuple[str, list[str]]]:
         ("Sleight of Word tables with judge columns", ["sleight", "table", sleight]),
         ("Exact Words, quick subset, both arms",
          ["quote", "run", "--model", model, "--arm", "both", "--items", ",".join(chosen), "--out", quote]),
-        ("report", ["report", sleight, quote, "--out", str(out / "report")]),
+        ("OWMI, quick preset (interventions, sham, random, observer; both scopes)",
+         ["owmi", "run", "--preset", "quick", "--model", model, "--out", owmi]),
+        ("report", ["report", sleight, quote, owmi, "--out", str(out / "report")]),
     ]
 
 
@@ -45,6 +47,7 @@ def run_demo(app, out: Path, model: str) -> None:
     console.print(Rule("[bold]done[/bold]"))
     console.print(f"Sleight of Word run:  {out / 'sleight'}  (records.duckdb, spec.json, tables.md)")
     console.print(f"Exact Words run:      {out / 'quote'}")
+    console.print(f"OWMI run:             {out / 'owmi'}  (tamperbench owmi score {out / 'owmi'})")
     console.print(f"Report site:          {out / 'report' / 'index.html'}  (leaderboards, trial viewer, plots; "
                   "open it from disk)")
     console.print(f"Export any run:       tamperbench export {out / 'sleight'} --format parquet --out sleight.parquet")
