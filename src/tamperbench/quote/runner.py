@@ -180,6 +180,7 @@ def run_quote(spec: QuoteRunSpec, out: Path, *, backend=None, new: bool = False,
               progress: bool = True, executor: Executor | None = None) -> RunStore:
     """Generate, score and store every missing trial of ``spec`` in run directory ``out``: plan, execute, commit."""
     spec = spec.model_copy(update={"data_sha256": data_sha256()})
+    RunStore.preflight(out, spec, new=new)  # a bad --out costs no model load
     if backend is None:
         from tamperbench.models import load_backend
 

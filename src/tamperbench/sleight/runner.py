@@ -218,6 +218,7 @@ def run(spec: SleightSpec, out: str | Path, *, new: bool = False, backend=None,
         console: Console | None = None, executor: Executor | None = None) -> RunReport:
     """Run (or resume) ``spec`` into ``out``: plan pending questions, execute, commit; returns what was done."""
     console = console or Console(stderr=True)
+    RunStore.preflight(out, spec, new=new)  # a bad --out costs no model load
     if backend is None:
         from tamperbench.models import load_backend
 

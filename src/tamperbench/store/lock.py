@@ -103,3 +103,42 @@ def move_aside(run_dir: Path, names: tuple[str, ...]) -> Path | None:
     except OSError as err:
         raise UserError(_describe(err, run_dir)) from None
     return target
+
+
+def preflight(run_dir: Path) -> None:
+    """Fail now, creating nothing, if ``run_dir`` could not be written or is held by another writer.
+
+    WHY: runners load a model (seconds to minutes) before they open the store; a run directory
+    that cannot be written must be one line *before* that cost, not after it. The check is real,
+    not ``os.access`` (which says yes to root on sysfs): it creates and removes a temporary file in
+    the run directory, or in its nearest existing ancestor when the run directory is new.
+    """
+    import tempfile
+
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"{run_dir}: exists and is not a directory")
+    probe_in = run_dir
+    while not probe_in.exists():
+        if probe_in.parent == probe_in:
+            break
+        probe_in = probe_in.parent
+    if not probe_in.is_dir():
+        raise UserError(f"{run_dir}: cannot write here ({probe_in} is not a directory)")
+    try:
+        fd, name = tempfile.mkstemp(prefix=".tb-preflight-", dir=probe_in)
+    except OSError as err:
+        raise UserError(_describe(err, run_dir)) from None
+    os.close(fd)
+    os.unlink(name)
+    lock_path = run_dir / LOCK_FILE
+    if fcntl is None or not lock_path.exists() or str(run_dir.resolve()) in _held:
+        return
+    fd = os.open(lock_path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        raise UserError(f"{run_dir}: another process (pid {holder}) is writing this run; "
+                        "wait for it to finish or use another --out") from None
+    finally:
+        os.close(fd)  # releases the probe lock, if it was taken

@@ -121,6 +121,13 @@ def _probe_unlocked(db: Path) -> None:
                             "or use another --out") from None
 
 
+def _refuse_other_spec(run_dir: Path, stored: dict, spec_dict: dict) -> None:
+    if stored != spec_dict:
+        diff = sorted(k for k in set(stored) | set(spec_dict) if stored.get(k) != spec_dict.get(k))
+        raise UserError(f"{run_dir}: holds a run with a different spec (differs in: {', '.join(diff)}); "
+                        "use another --out or pass --new to replace it")
+
+
 class RunStore:
     """One run directory, opened by one writer process at a time."""
 
@@ -134,6 +141,20 @@ class RunStore:
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
+    def preflight(cls, run_dir: str | Path, spec: BaseModel, *, new: bool = False) -> None:
+        """The checks of :meth:`open` that need no model, run before loading one; creates nothing.
+
+        Refuses an unwritable run directory, one another process is writing, and (without ``new``)
+        one that holds a different spec, each as one line, so a bad ``--out`` costs no model load.
+        """
+        run_dir = Path(run_dir)
+        run_lock.preflight(run_dir)
+        spec_path = run_dir / SPEC_FILE
+        if spec_path.exists() and not new:
+            _refuse_other_spec(run_dir, read_spec(spec_path, hint="; pass --new to start this run afresh"),
+                               json.loads(canonical_json(spec)))
+
+    @classmethod
     def open(cls, run_dir: str | Path, spec: BaseModel, *, new: bool = False) -> "RunStore":
         """Open (or create) a run for ``spec``; refuse a different spec unless ``new``.
 
@@ -146,13 +167,8 @@ class RunStore:
         key = run_lock.acquire(run_dir)
         try:
             if spec_path.exists() and not new:
-                stored = read_spec(spec_path, hint="; pass --new to start this run afresh")
-                if stored != spec_dict:
-                    diff = sorted(k for k in set(stored) | set(spec_dict) if stored.get(k) != spec_dict.get(k))
-                    raise UserError(
-                        f"{run_dir}: holds a run with a different spec (differs in: {', '.join(diff)}); "
-                        "use another --out or pass --new to replace it"
-                    )
+                _refuse_other_spec(run_dir, read_spec(spec_path, hint="; pass --new to start this run afresh"),
+                                   spec_dict)
             if new:
                 if (run_dir / DB_FILE).exists():
                     _probe_unlocked(run_dir / DB_FILE)

@@ -175,8 +175,8 @@ def listing(root: Path) -> set[Path]:
     return {p.relative_to(root) for p in root.rglob("*")}
 
 
-def run_case(tmp: Path, argv: list, outs: list) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
+def run_case(tmp: Path, argv: list, outs: list, **env_extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", **env_extra)
     env.pop("TAMPERBENCH_DEBUG", None)
     args = [os.fsencode(a) if isinstance(a, (str, Path)) else a for a in argv]
     proc = subprocess.run([*map(os.fsencode, TB), *args], capture_output=True, env=env, cwd=tmp / "cwd", timeout=300)
@@ -231,17 +231,21 @@ def test_sleight_table_on_a_chmod_read_only_run(tmp_path):
     assert proc.returncode == 2 and len(lines) == 1 and "tables.md" in lines[0] and "Permission denied" in lines[0]
 
 
-@pytest.mark.model
 @pytest.mark.skipif(not UNWRITABLE, reason="needs /sys (sysfs) to refuse new files")
-def test_sleight_run_into_an_unwritable_place(tmp_path):
+@pytest.mark.parametrize("suite", ["sleight", "quote"])
+def test_run_into_an_unwritable_place_fails_before_loading_the_model(tmp_path, suite):
+    """An unwritable --out is one line *before* the model loads: with a cold model cache
+    (an empty TAMPERBENCH_HOME) a load would dequantize the GGUF and fill that home."""
     (tmp_path / "cwd").mkdir()
+    (tmp_path / "home").mkdir()
     before = listing(tmp_path)
-    proc = run_case(tmp_path, ["sleight", "run", "--out", "/sys/tamperbench-run", "--questions", "1", "--words", "1",
-                               "--max-new-tokens", "8", "--device", "cpu"], [])
+    extra = ["--questions", "1", "--words", "1", "--max-new-tokens", "8"] if suite == "sleight" else ["--preset", "standard"]
+    proc = run_case(tmp_path, [suite, "run", "--out", "/sys/tamperbench-run", *extra, "--device", "cpu"], [],
+                    TAMPERBENCH_HOME=str(tmp_path / "home"))
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert len(lines) == 1 and lines[0].startswith("error: /sys/tamperbench-run"), proc.stderr
-    assert listing(tmp_path) == before
+    assert listing(tmp_path) == before  # nothing cached: the model was never loaded
 
 
 def test_debug_shows_the_traceback_of_a_bug(tmp_path):

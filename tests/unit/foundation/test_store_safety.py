@@ -148,6 +148,8 @@ def test_second_process_new_is_refused_while_the_first_writes(tmp_path):
         for new in (True, False):
             with pytest.raises(UserError, match=rf"another process \(pid {holder.pid}\) is writing this run"):
                 RunStore.open(run, Spec(n=2), new=new)
+            with pytest.raises(UserError, match=rf"another process \(pid {holder.pid}\) is writing this run"):
+                RunStore.preflight(run, Spec(n=2), new=new)  # the same refusal, before any model loads
         assert not (run / ".superseded").exists()
         holder.stdin.write("go\n")
         holder.stdin.flush()
@@ -157,3 +159,23 @@ def test_second_process_new_is_refused_while_the_first_writes(tmp_path):
         holder.wait()
     with RunStore.open_existing(run, read_only=True) as store:
         assert sorted(r["value"] for r in store.rows("t")) == [0, 1, 2, 3, 4, 5]
+
+
+def test_preflight_refuses_what_open_refuses_and_creates_nothing(tmp_path):
+    """The runners' check before loading a model: a different spec, a file in the way, an
+    unwritable parent. It never creates the run directory, and passes where open would."""
+    run = tmp_path / "deep" / "run"
+    RunStore.preflight(run, Spec())
+    assert not (tmp_path / "deep").exists()
+    with RunStore.open(run, Spec()) as store:
+        store.write("t", rows(1))
+    RunStore.preflight(run, Spec())  # same spec: resumable
+    with pytest.raises(UserError, match=r"different spec \(differs in: n\)"):
+        RunStore.preflight(run, Spec(n=2))
+    RunStore.preflight(run, Spec(n=2), new=True)
+    assert sorted(p.name for p in run.iterdir()) == sorted([".lock", "records.duckdb", "spec.json"])
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UserError, match="exists and is not a directory"):
+        RunStore.preflight(tmp_path / "afile", Spec())
+    with pytest.raises(UserError, match="is not a directory"):
+        RunStore.preflight(tmp_path / "afile" / "run", Spec())
