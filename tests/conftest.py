@@ -17,6 +17,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+# Property tests draw the same examples on every run (CI included): a red build must reproduce.
+# Explore new examples by hand with TB_HYPOTHESIS_EXPLORE=1 (a failure prints its seed).
+try:
+    from hypothesis import settings as _hyp_settings
+
+    _hyp_settings.register_profile("tamperbench", derandomize=not os.environ.get("TB_HYPOTHESIS_EXPLORE"))
+    _hyp_settings.load_profile("tamperbench")
+except ImportError:  # pragma: no cover - hypothesis is in the test extra
+    pass
+
+
 @pytest.fixture(scope="session")
 def embedded_backend():
     from tamperbench.models import load_backend

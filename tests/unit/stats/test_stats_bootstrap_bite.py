@@ -20,8 +20,10 @@ def data(n_clusters, per=3, seed=0):
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), n=st.integers(5, 40))
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(20, 40))
 def test_seeded_same_seed_same_interval_other_seed_other_interval(seed, n):
+    """From 20 clusters up: with 5 clusters only 126 resample means exist, and two seeds can put
+    both percentiles on the same ones (hypothesis found seed=1008, n=5), which is not a bug."""
     v, c = data(n, seed=n)
     a = mean_bootstrap(v, c, n_boot=300, seed=seed)
     assert a == mean_bootstrap(v, c, n_boot=300, seed=seed)
