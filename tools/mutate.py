@@ -75,6 +75,16 @@ EQUIVALENT: list[tuple[str, str, str, str]] = [
      "np.zeros defaults to float64"),
     ("src/tamperbench/stats/agreement.py", "x_fleiss_kappa_from_ratings", "max(len(categories), 3)",
      "an extra all-zero category column changes neither P_i nor P_e"),
+    ("src/tamperbench/sleight/detector.py", "x__glues", "ch[:2].isalpha()",
+     "every caller passes one character (core[len(t)], before, after[:1]), so ch[:2] == ch[:1]"),
+    ("src/tamperbench/sleight/detector.py", "x__glues", "ch[:2] == \"'\"",
+     "every caller passes one character (core[len(t)], before, after[:1]), so ch[:2] == ch[:1]"),
+    ("src/tamperbench/sleight/detector.py", "x_case_like", 'rules: str = "XXreferenceXX"',
+     "the default is only compared with \"appendix-c\": any other default string behaves the same"),
+    ("src/tamperbench/sleight/detector.py", "x_case_like", 'rules: str = "REFERENCE"',
+     "the default is only compared with \"appendix-c\": any other default string behaves the same"),
+    ("src/tamperbench/sleight/detector.py", "xǁTriggerDetectorǁ__init__", '"all_special_ids", None) or []',
+     "a missing attribute gives None instead of []; `or []` makes both the empty list"),
 ]
 
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)
