@@ -186,6 +186,9 @@ def run_quote(spec: QuoteRunSpec, out: Path, *, backend=None, new: bool = False,
 
         backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
                                chat_template=spec.chat_template)
+    from tamperbench.suites import get_suite
+
+    get_suite("quote").check_backend(backend)  # one line, before any compute, if it cannot chat
     store = RunStore.open(out, spec, new=new)
     store.ensure_table(TABLE, QuoteTrial)
     store.put_provenance(backend.provenance)

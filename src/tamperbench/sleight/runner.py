@@ -224,6 +224,9 @@ def run(spec: SleightSpec, out: str | Path, *, new: bool = False, backend=None,
 
         backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
                                chat_template=spec.chat_template)
+    from tamperbench.suites import get_suite
+
+    get_suite("sleight").check_backend(backend)  # one line, before any compute, if it cannot chat
     detector = TriggerDetector(backend.tokenizer, spec.triggers)
     for t in detector.unproducible:
         console.print(f"[yellow]warning:[/yellow] trigger '{t}' is never a whole-word token of this tokenizer; "
