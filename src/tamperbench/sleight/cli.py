@@ -30,6 +30,10 @@ def run_cmd(
     dtype: DtypeOpt = None,
     batch_size: BatchSizeOpt = None,
     chat_template: ChatTemplateOpt = None,
+    detector_rules: str = typer.Option("reference", "--detector-rules",
+                                       help="reference (the reference code's trigger rules, which produced the "
+                                            "paper's numbers) or appendix-c (tamperbench v1's reading of the "
+                                            "paper's Appendix C)."),
     new: NewOpt = False,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print trials, tokens and an ETA; decode and store nothing."),
 ) -> None:
@@ -44,7 +48,7 @@ def run_cmd(
     resolve_chat_template(chat_template)  # a bad template file: one line, before any run directory exists
     spec = build_spec(model=model, preset=preset, questions=questions, words=words, triggers=trigger,
                       max_new_tokens=max_new_tokens, keep_topk=keep_topk, seed=seed, device=device, dtype=dtype,
-                      batch_size=batch_size, chat_template=chat_template)
+                      batch_size=batch_size, chat_template=chat_template, detector_rules=detector_rules)
     if dry_run:
         from tamperbench.estimate import dry_run as print_dry_run, sleight_plan
         from tamperbench.models import load_backend

@@ -93,7 +93,8 @@ class SleightSpec(FrozenSpec):
     """
 
     cli_flags: ClassVar[dict[str, str]] = {"questions": "--questions", "substitutions": "--words",
-                                           "triggers": "--trigger"}
+                                           "triggers": "--trigger",
+                                           "detector_rules": "--detector-rules"}
 
     suite: Literal["sleight"] = "sleight"
     model: str = Field(min_length=1)
@@ -111,6 +112,9 @@ class SleightSpec(FrozenSpec):
     dtype: str | None = None
     batch_size: int | None = Field(default=None, ge=1)
     chat_template: str | None = None  # None: the model's own; "none": raw prompt; else a Jinja file
+    # which occurrences count as the trigger (sleight/detector.py): the reference code's rules, which
+    # produced the paper's numbers, or tamperbench v1's reading of Appendix C
+    detector_rules: Literal["reference", "appendix-c"] = "reference"
 
 
 def _extend(chosen: list, pool: list, n: int | None, what: str) -> list:
@@ -144,6 +148,7 @@ def build_spec(
     dtype: str | None = None,
     batch_size: int | None = None,
     chat_template: str | None = None,
+    detector_rules: str = "reference",
 ) -> SleightSpec:
     """Resolve a preset plus CLI overrides into a spec, rejecting anything that cannot run."""
     p = get_preset(preset)
@@ -166,4 +171,5 @@ def build_spec(
         dtype=dtype,
         batch_size=batch_size,
         chat_template=chat_template,
+        detector_rules=detector_rules,
     )

@@ -101,6 +101,9 @@ def trial_spec(provenance_id: str, question_id: str, question: str, substitution
         "table": TRIALS_TABLE,
         "triggers": list(spec.triggers),
         "substitution": substitution,
+        # only when not the default, so runs written before the option existed keep their keys
+        **({"detector_rules": spec.detector_rules}
+           if getattr(spec, "detector_rules", "reference") != "reference" else {}),
     }
 
 

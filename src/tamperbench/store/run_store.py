@@ -121,6 +121,14 @@ def _probe_unlocked(db: Path) -> None:
                             "or use another --out") from None
 
 
+def _with_new_defaults(stored: dict, spec: BaseModel) -> dict:
+    """``stored`` plus the default of every spec field it lacks: a field added to a spec class
+    later (with a default that keeps the old behaviour) must not make old runs unresumable."""
+    fields = type(spec).model_fields
+    missing = {k: f.default for k, f in fields.items() if k not in stored and not f.is_required()}
+    return {**stored, **json.loads(canonical_json(missing))} if missing else stored
+
+
 def _refuse_other_spec(run_dir: Path, stored: dict, spec_dict: dict) -> None:
     if stored != spec_dict:
         diff = sorted(k for k in set(stored) | set(spec_dict) if stored.get(k) != spec_dict.get(k))
@@ -151,8 +159,8 @@ class RunStore:
         run_lock.preflight(run_dir)
         spec_path = run_dir / SPEC_FILE
         if spec_path.exists() and not new:
-            _refuse_other_spec(run_dir, read_spec(spec_path, hint="; pass --new to start this run afresh"),
-                               json.loads(canonical_json(spec)))
+            stored = read_spec(spec_path, hint="; pass --new to start this run afresh")
+            _refuse_other_spec(run_dir, _with_new_defaults(stored, spec), json.loads(canonical_json(spec)))
 
     @classmethod
     def open(cls, run_dir: str | Path, spec: BaseModel, *, new: bool = False) -> "RunStore":
@@ -167,8 +175,8 @@ class RunStore:
         key = run_lock.acquire(run_dir)
         try:
             if spec_path.exists() and not new:
-                _refuse_other_spec(run_dir, read_spec(spec_path, hint="; pass --new to start this run afresh"),
-                                   spec_dict)
+                stored = read_spec(spec_path, hint="; pass --new to start this run afresh")
+                _refuse_other_spec(run_dir, _with_new_defaults(stored, spec), spec_dict)
             if new:
                 if (run_dir / DB_FILE).exists():
                     _probe_unlocked(run_dir / DB_FILE)
