@@ -85,6 +85,20 @@ EQUIVALENT: list[tuple[str, str, str, str]] = [
      "the default is only compared with \"appendix-c\": any other default string behaves the same"),
     ("src/tamperbench/sleight/detector.py", "xǁTriggerDetectorǁ__init__", '"all_special_ids", None) or []',
      "a missing attribute gives None instead of []; `or []` makes both the empty list"),
+    ("src/tamperbench/quote/tables.py", "x__is_faithful", 'paper_class(r["category"], None)',
+     "no sub-label maps a class to the paper's faithful: only faithful and faithful_normalized do, whatever the sub-label"),
+    ("src/tamperbench/quote/tables.py", "x_pooled_rates", 'taxonomy: str = "XXoursXX"',
+     "the default is only compared with \"paper\" (summarise always passes it)"),
+    ("src/tamperbench/quote/tables.py", "x_pooled_rates", 'taxonomy: str = "OURS"',
+     "the default is only compared with \"paper\" (summarise always passes it)"),
+    ("src/tamperbench/quote/tables.py", "x_summarise", ".most_common(None)",
+     "only the first (most common) entry is read"),
+    ("src/tamperbench/quote/tables.py", "x_summarise", ".most_common(2)",
+     "only the first (most common) entry is read"),
+    ("src/tamperbench/quote/tables.py", "x_to_markdown", 'h["most_common"] or "XX-XX"',
+     "hardest_items keeps only items with failures, whose most_common is never None"),
+    ("src/tamperbench/quote/tables.py", "x_render", 'h["most_common"] or "XX-XX"',
+     "hardest_items keeps only items with failures, whose most_common is never None"),
 ]
 
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)
