@@ -101,6 +101,55 @@ EQUIVALENT: list[tuple[str, str, str, str]] = [
      "hardest_items keeps only items with failures, whose most_common is never None"),
 ]
 
+# stats (issue 17 part B), each checked by reading the code path the mutant changes.
+_S = "src/tamperbench/stats/"
+_NUMERIC = "numeric or boolean input (every caller) gives the same sums, means and orderings without the float cast"
+EQUIVALENT += [(_S + mod, fn, f"np.asarray({arg}, {rest}", _NUMERIC)
+               for mod, fn, args in [("sdt.py", "x_dprime", "y_int y_sham"), ("sdt.py", "x_auroc", "g_int g_sham"),
+                                     ("sdt.py", "x_weighted_auroc", "g_int g_sham w_int w_sham"), ("sdt.py", "x_corrected_rate", "k n"),
+                                     ("bootstrap.py", "x_detection_bootstrap", "y_int y_sham g_int g_sham"),
+                                     ("bootstrap.py", "x_detection_bootstrap_loop", "y_int y_sham g_int g_sham"),
+                                     ("bootstrap.py", "x_mean_bootstrap", "values")]
+               for arg in args.split() for rest in ("dtype=None)", ")")]
+_BRIER = "for 0/1 outcomes scikit-learn's brier_score_loss and the mean square are the same number: which runs cannot matter"
+EQUIVALENT += [(_S + "calibration.py", "x_brier", n, _BRIER) for n in (
+    "if (len(set(y)) > 1) and False", "if (len(set(y)) > 1) or True", "pos_label=None)", "p, ))", "y.astype(None)",
+    "len(set(y)) >= 1", "len(set(y)) > 2")]
+_CHUNK = ("chunking bounds memory only: the index matrix is drawn row by row from one stream, so any chunk size gives "
+          "the same replicates (tested at 7, 10, 256)")
+_ZERO_N = "at n = 0 the other division is masked to NaN, so the corrected rate is NaN either way"
+_EMPTY = "a zero denominator has a zero numerator (an empty side): 0/0 is NaN either way"
+EQUIVALENT += [
+    (_S + "sdt.py", "x_dprime", "if yi.size == 0 and ys.size == 0", "an empty side has N = 0, whose corrected rate is NaN"),
+    (_S + "sdt.py", "x_auroc", "if g_int.size == 0 and g_sham.size == 0", "an empty side has zero weight: NaN either way"),
+    (_S + "sdt.py", "x_auroc", "np.ones((2, g_", "a second identical weight row only broadcasts: row [0] is the same AUROC"),
+    (_S + "sdt.py", "x_corrected_rate", "np.nan), )", _ZERO_N),
+    (_S + "sdt.py", "x_corrected_rate", "where=n >= 0)", _ZERO_N),
+    (_S + "sdt.py", "x_corrected_rate", "half = np.divide(0.5, n, out=None", "half is read only where 0 < n"),
+    (_S + "sdt.py", "x_corrected_rate", "half = np.divide(0.5, n, where=n > 0)", "half is read only where 0 < n"),
+    (_S + "sdt.py", "x_level_auroc", "np.nan), )", _EMPTY),
+    (_S + "sdt.py", "x_weighted_auroc", "np.nan), )", _EMPTY),
+    (_S + "sdt.py", "x_weighted_auroc", "where=den >= 0)", _EMPTY),
+    *[(_S + "sdt.py", "x_weighted_auroc", n, "searchsorted cuts the sorted sham scores only between distinct values: "
+       "the order inside a run of ties never reaches a cumulative sum") for n in ("kind=None)", "np.argsort(g_sham, )",
+                                                                              'kind="STABLE"')],
+    (_S + "sdt.py", "x_weighted_auroc", "lo = np.searchsorted(sorted_sham, g_int, )", 'side="left" is the default'),
+    (_S + "sdt.py", "x_level_auroc", "where=den >= 0)", _EMPTY),
+    (_S + "intervals.py", "x_wilson", "min(2.0, float(hi))",
+     "for k < n the Wilson upper end is below 1 (k == n returned 1.0 first): a clip above 1 never binds"),
+    (_S + "multiple.py", "x_benjamini_hochberg", 'method="FDR_BH"', "statsmodels lowercases the method name"),
+    (_S + "calibration.py", "x_ece_equal_mass", 'kind="STABLE"', "numpy reads the sort kind case-insensitively"),
+    *[(_S + "pairs.py", "x_parse_rates", n, "a tally entry exists only once a row was counted (n >= 1)")
+      for n in ("if (n) or True else", "else float(None),", 'float("XXnanXX")')],
+    (_S + "bootstrap.py", "x_detection_bootstrap", "chunk: int = 257", _CHUNK),
+    (_S + "bootstrap.py", "x_mean_bootstrap", "chunk: int = 257", _CHUNK),
+    (_S + "bootstrap.py", "x_mean_bootstrap", "n_boot, seed, )]", _CHUNK),
+    (_S + "bootstrap.py", "x_mean_bootstrap", "if (r.size > 1) or True else", "np.std(ddof=1) of one replicate is NaN too"),
+    (_S + "bootstrap.py", "x_mean_bootstrap", "if r.size >= 1 else", "np.std(ddof=1) of one replicate is NaN too"),
+    (_S + "bootstrap.py", "x_detection_bootstrap_loop", "rng.integers(n_clusters, size=n_clusters)",
+     "integers(high) with one bound draws from [0, high): the same call, the same stream"),
+]
+
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)
 TIMEOUT = {36, -24, 24, 152, 255}
 
@@ -147,6 +196,8 @@ def equivalent_reason(name: str, path: str, diff: str) -> str | None:
     if (len(added) == len(removed) == 1 and added[0] != removed[0] and added[0].lower() == removed[0].lower()
             and _SQL.search(added[0]) and '\\"' not in added[0]):
         return "only the case of an SQL statement changed (keywords and unquoted identifiers are case-insensitive)"
+    if len(added) == len(removed) == 1 and added[0].replace('float("NAN")', 'float("nan")') == removed[0] != added[0]:
+        return 'float() parses "NAN" as it parses "nan"'
     for mod, fn, needle, why in EQUIVALENT:
         if mod == path and fn == func and any(needle in ln for ln in added):
             return why

@@ -132,3 +132,29 @@ def test_cluster_codes_and_chunk_shapes():
     shapes = [w.shape for w in cluster_weight_chunks(np.array([0, 0, 1, 2]), 3, 5, seed=1, chunk=20, expand=False)]
     assert shapes == [(5, 3)]
     assert [w.shape for w in cluster_weight_chunks(np.array([0, 1]), 2, 300, seed=0)] == [(256, 2), (44, 2)]
+
+
+def test_mean_bootstrap_single_value_two_replicates_and_empty():
+    one = mean_bootstrap([2.5], ["a"], n_boot=20)
+    assert one["n"] == 1 and one["estimate"] == 2.5 and one["ci"] == (2.5, 2.5) and one["se"] == 0.0
+    two = mean_bootstrap([0.0, 1.0, 3.0], ["a", "b", "c"], n_boot=2, seed=4)
+    rng = np.random.default_rng(4)
+    reps = [np.mean(np.array([0.0, 1.0, 3.0])[rng.integers(0, 3, size=3)]) for _ in range(2)]
+    assert two["se"] == pytest.approx(np.std(reps, ddof=1)) and math.isfinite(two["se"])
+    empty = mean_bootstrap([], [])
+    assert all(math.isnan(x) for x in empty["ci"]) and math.isnan(empty["se"])
+
+
+def test_plain_loop_reference_returns_its_replicates_at_its_level():
+    from tamperbench.stats.bootstrap import detection_bootstrap_loop
+
+    d = DATA
+    loop = detection_bootstrap_loop(d["yi"], d["ys"], d["clusters"], g_int=d["gi"], g_sham=d["gs"], n_boot=30,
+                                    seed=2, level=0.6)
+    want = hand_bootstrap(d["yi"], d["ys"], d["gi"], d["gs"], d["clusters"], 30, 2, 0.6)
+    assert loop["dprime"]["ci"] == pytest.approx(want["dprime"][0], abs=1e-12)
+    assert loop["auroc"]["ci"] == pytest.approx(want["auroc"][0], abs=1e-12)
+    assert float(np.std(loop["dprime_reps"], ddof=1)) == pytest.approx(want["dprime"][1], abs=1e-12)
+    assert float(np.std(loop["auroc_reps"], ddof=1)) == pytest.approx(want["auroc"][1], abs=1e-12)
+    assert loop["dprime_reps"].shape == loop["auroc_reps"].shape == (30,)
+

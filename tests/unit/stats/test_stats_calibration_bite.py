@@ -87,3 +87,18 @@ def test_selective_auroc_by_hand_with_ties_and_nan_when_one_class():
     assert selective_auroc([0.9, 0.5, 0.5, 0.1], [1, 1, 0, 0]) == pytest.approx(3.5 / 4)
     assert selective_auroc([0.1, 0.9], [1, 0]) == 0.0
     assert math.isnan(selective_auroc([0.3, 0.4], [0, 0]))
+
+
+def test_refusals_are_the_exact_lines():
+    with pytest.raises(ValueError, match=r"^confidence and outcome arrays differ in length$"):
+        brier([0.5], [1, 0])
+    with pytest.raises(ValueError, match=r"^confidence must lie in \[0, 1\]$"):
+        selective_auroc([2.0], [1])
+
+
+def test_single_answer_and_missing_values_read_as_nan():
+    assert brier([0.2], [1]) == pytest.approx(0.64) and brier([0.2], [0]) == pytest.approx(0.04)
+    assert ece_equal_mass([0.2], [1]) == pytest.approx(0.8)
+    # an unreported confidence or outcome (None) is NaN and propagates: never dropped, never an error
+    assert math.isnan(ece_equal_mass([0.2, None], [1, 0]))
+    assert math.isnan(ece_equal_mass([0.2, 0.4], [1, None]))

@@ -118,3 +118,28 @@ def test_bh_default_alpha_and_other_alpha_and_all_nan():
     empty = benjamini_hochberg([float("nan")] * 2)
     assert empty["m"] == 0 and empty["reject"] == [False, False] and all(math.isnan(q) for q in empty["q"])
     assert benjamini_hochberg(np.array([0.5]))["q"] == [0.5]
+
+
+def test_wilson_at_one_trial_and_exact_one_where_floating_point_falls_short():
+    # n = 1 is a real interval, not the n = 0 fallback (0, 1)
+    lo, hi = wilson(1, 1)
+    assert hi == 1.0 and lo == pytest.approx(wilson_by_hand(1, 1, 1.96)[0]) and lo > 0.2
+    assert wilson(0, 1) == (0.0, pytest.approx(wilson_by_hand(0, 1, 1.96)[1]))
+    # statsmodels' upper end at 3/3 (z = 2.576) and 6/6 (z = 1) is 1 - 1e-16: the n/n end is exactly 1
+    assert wilson(3, 3, 2.576)[1] == 1.0 and wilson(6, 6, 1.0)[1] == 1.0
+    # ... and the 0/n end exactly 0 where it is 1e-16 above
+    assert wilson(0, 5)[0] == 0.0 and wilson(0, 3, 2.576)[0] == 0.0
+
+
+def test_error_rate_bound_at_one_trial_and_with_no_trials():
+    assert error_rate_upper_bound(0, 1) == pytest.approx(0.95)  # 1 - 0.05^(1/1)
+    assert error_rate_upper_bound(0, 2) == pytest.approx(1 - 0.05 ** 0.5)
+    # no trials: no information, whatever the error count says (checked before the counts)
+    assert error_rate_upper_bound(1, 0) == 1.0 and error_rate_upper_bound(5, -1) == 1.0
+
+
+def test_bh_reads_missing_p_values_as_nan_and_returns_plain_bools():
+    out = benjamini_hochberg([0.01, None, 0.5])  # a cell without a test, as JSON null
+    assert out["m"] == 2 and out["reject"] == [True, False, False] and math.isnan(out["q"][1])
+    assert all(type(x) is bool for x in out["reject"])  # JSON true/false, not 1.0/0.0
+    assert all(type(x) is bool for x in benjamini_hochberg([0.9, float("nan")])["reject"])

@@ -107,3 +107,17 @@ def test_control_margin_with_other_field_names():
             {"pid": "x", "cond": "rand", "ok": True, "graded": 0.3, "grp": "G"}]
     out = control_margin(rows, "rand", pair="pid", condition="cond", parsed="ok", cluster="grp", a="treat")
     assert out["diffs"] == [pytest.approx(0.5)] and out["clusters"] == ["G"] and dict(out["excluded"]) == {}
+
+
+def test_exclusions_are_counted_not_flagged():
+    rows = [r(f"m{k}", "sham") for k in range(3)] + [r(f"u{k}", "intervention", False) for k in range(2)]
+    rows += [r(f"u{k}", "sham", True) for k in range(2)]
+    rows += [r(f"b{k}", c, False) for k in range(4) for c in ("intervention", "sham")]
+    out = paired_detection(rows)
+    assert dict(out["excluded"]) == {"missing_intervention": 3, "intervention_unparsed": 2, "both_unparsed": 4}
+    assert dict(paired_detection(rows, coding="inclusive")["excluded"]) == {"missing_intervention": 3}
+
+
+def test_parse_rate_cells_sort_as_text_even_with_missing_fields():
+    rows = [{"cell": None, "parse_ok": True}, {"cell": "a", "parse_ok": False}, {"cell": 7, "parse_ok": True}]
+    assert [o["cell"] for o in parse_rates(rows, by=["cell"])] == [7, None, "a"]  # "7" < "None" < "a"

@@ -114,3 +114,8 @@ def test_auroc_is_a_float_and_below_chance_is_below_one_half():
     a = auroc([0, 0, 1], [1, 1, 1, 0])
     # pairs: int 0 vs sham 1 (x3) loss, vs sham 0 tie -> 1/2, twice; int 1 vs sham 1 tie x3, vs 0 win
     assert type(a) is float and a == pytest.approx((0.5 + 0.5 + 1.5 + 1) / 12)
+
+
+def test_corrected_rate_broadcasts_a_scalar_against_an_array():
+    assert corrected_rate(np.array([0, 1, 4]), 4).tolist() == [0.125, 0.25, 0.875]
+    assert corrected_rate(2, np.array([2, 4, 8])).tolist() == [0.75, 0.5, 0.25]
