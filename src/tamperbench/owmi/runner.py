@@ -3,14 +3,24 @@
 Why keys computed before any compute: every record's key is the hash of its design coordinates
 (cell, item, seed, track, probe, scope, condition, observer), known from the spec alone, so a
 resumed run skips a unit whose records are all stored without loading anything for it. The
-impact-matched norm is calibrated once per cell and stored (``owmi_calibration``), so a resumed
-cell reuses it rather than re-calibrating over a different subset.
+impact-matched norm is calibrated once per cell (over all its items and seeds) and stored
+(``owmi_calibration``) before any record of the cell, so a resumed cell reuses it rather than
+re-calibrating over a different subset.
+
+Why records are committed per *group*, not per unit: a unit (cell, item, seed) runs for minutes
+(every track, probe, scope, condition and observer). Its records are written as soon as the batch
+that computes them finishes -- one track's batched probe rows, one condition of a delayed track,
+one observer tier and probe family -- each group in one transaction, so a run killed at any moment
+loses at most the group in flight. On resume a group whose keys are all stored is not recomputed;
+a group is computed exactly as in an uninterrupted run (same batch rows), so resumed records equal
+the ones an uninterrupted run writes.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,28 +107,30 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
                 for b, obj, op, idx, it, seed in plan:
                     cells.setdefault((b, obj.label, op.name, op.dose), []).append((b, obj, op, idx, it, seed))
                 for key, members in cells.items():
-                    todo = []
+                    todo, everyone = [], []
                     for b, obj, op, idx, it, seed in members:
                         keys = planned_keys(spec, _coords(spec, model, b, obj, op, it, seed), spec.observer_models)
+                        everyone.append((Cell(model, b, obj, op), it, idx, seed, keys))
                         if all(k in have for k, _, _ in keys):
                             rep.skipped_units += 1
                             bar.advance(task)
                         else:
-                            todo.append((Cell(model, b, obj, op), it, idx, seed, keys))
+                            todo.append(everyone[-1])
                     if not todo:
                         continue
                     bar.update(task, what=f"{key[1]} {key[2]}={key[3]}: baseline + treatment")
                     units = [(eng.prepare(c, it, idx, seed), keys) for c, it, idx, seed, keys in todo]
                     if "random_matched" in spec.conditions:
                         bar.update(task, what=f"{key[1]}: impact matching")
-                        _calibration(store, eng, spec, model, key, [u for u, _ in units])
+                        _calibration(store, eng, spec, model, key, [u for u, _ in units], everyone)
                     for unit, keys in units:
                         bar.update(task, what=f"{unit.item.id}")
+                        missing = [k for k in keys if k[0] not in have]
                         for cond in MODEL_CONDITIONS:
-                            if cond in spec.conditions and cond not in unit.effects:
+                            if cond not in unit.effects and any(d["condition"] == cond for _, _, d in missing):
                                 unit.effects[cond] = eng.effect(unit, cond)
-                        recs = _execute(eng, spec, unit, keys, prov, backend, observers)
-                        rep.written += store.write(RUNS_TABLE, recs)
+                        for recs in _execute(eng, spec, unit, missing, prov, backend, observers):
+                            rep.written += store.write(RUNS_TABLE, recs)
                         eng.release(unit)
                         bar.advance(task)
         if spec.observer_classifier:
@@ -129,81 +141,106 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
     return rep
 
 
-def _calibration(store, eng, spec, model, key, units) -> None:
-    cal_key = trial_key(dict(model=model, cell=list(key), items=sorted({u.item.id for u in units}),
-                             seeds=list(spec.seeds)))
+def _calibration(store, eng, spec, model, key, units, everyone) -> None:
+    """One eta per cell, over every (item, seed) of the cell (``everyone``), stored before any of
+    the cell's records: a resumed cell finds it and reuses it whatever subset is left to run."""
+    items = sorted({it.id for _, it, _, _, _ in everyone})
+    cal_key = trial_key(dict(model=model, cell=list(key), items=items, seeds=list(spec.seeds)))
     stored = store.rows(CALIBRATION_TABLE, "WHERE key = ?", [cal_key])
     if stored:
         for u in units:
             u.eta, u.match = stored[0]["eta"], (stored[0]["target_js"], stored[0]["achieved_js"])
         return
-    eta, target, achieved, trace = eng.calibrate(units)
+    ready = {(u.item.id, u.seed) for u in units}  # normally all of them (no record precedes this row)
+    extra = [eng.prepare(c, it, idx, seed) for c, it, idx, seed, _ in everyone if (it.id, seed) not in ready]
+    eta, target, achieved, trace = eng.calibrate(units + extra)
+    for u in extra:
+        eng.release(u)
     store.write(CALIBRATION_TABLE, [OwmiCalibration(
         key=cal_key, provenance_id=eng.b.provenance_id, model=model, site=key[1], operator=key[2], dose=key[3],
-        seed=-1, item_id=",".join(sorted({u.item.id for u in units})), target_js=target, achieved_js=achieved,
+        seed=-1, item_id=",".join(items), target_js=target, achieved_js=achieved,
         eta=eta, iterations=len(trace), trace=trace)])
 
 
-def _execute(eng, spec, unit, keys, prov, backend, observers) -> list[OwmiRun]:
-    """Every record of one unit, in planned-key order."""
-    from tamperbench.owmi.engine import parsed_fields
-
-    res: dict[tuple, tuple] = {}
+def _execute(eng, spec, unit, keys, prov, backend, observers) -> Iterator[list[OwmiRun]]:
+    """The records of ``keys`` (one unit's unstored keys), one list per group as soon as the group's
+    batch finishes (see the module docstring); groups with no key in ``keys`` are not computed."""
+    want: dict[tuple, list] = {}
+    for k in keys:
+        d = k[2]
+        cond, tier = d["condition"], d["observer_tier"]
+        if cond == "observer":
+            group: tuple = (d["track"], "observer", tier, d["probe"])
+        elif d["track"] in ("A", "B_masked"):
+            group = (d["track"], "rows")
+        else:
+            group = (d["track"], cond)
+        want.setdefault(group, []).append(k)
+    conds = [c for c in spec.conditions if c != "observer"]
     for track in spec.tracks:
         fams = ("spontaneous",) if track == "C" else spec.probes
         max_new = spec.reflection_max_new_tokens if track == "C" else spec.probe_max_new_tokens
-        conds = [c for c in spec.conditions if c != "observer"]
-        t = time.perf_counter()
-        got: dict = {}
-        if track in ("A", "B_masked"):
-            got.update(eng.probe_fresh(unit, track, conds, fams, spec.scopes, max_new))
-        for cond in conds if track not in ("A", "B_masked") else []:
-            got.update(eng.probe_delayed(unit, cond, fams, spec.scopes, max_new) if track in ("B_delayed", "C")
-                       else eng.probe_visible(unit, cond, fams, spec.scopes, max_new))
-        dt = (time.perf_counter() - t) / max(len(got), 1)
-        for (cond, fam, scope), v in got.items():
-            res[(track, fam, scope, cond, None)] = (*v, dt)
-        if "observer" in spec.conditions:
-            for tier, name, b in [(1, spec_model(unit), backend), *[(2, o, ob) for o, ob in observers]]:
-                for fam in fams:
-                    t = time.perf_counter()
-                    text, ids, probe3, resp = eng.observe(b, unit, track, fam, max_new)
-                    for scope in spec.scopes:
-                        res[(track, fam, scope, "observer", tier)] = (text, ids, [], resp, time.perf_counter() - t, probe3, name)
+        batches = [((track, "rows"), None)] if track in ("A", "B_masked") else [((track, c), c) for c in conds]
+        for group, cond in batches:
+            if group not in want:
+                continue
+            t = time.perf_counter()
+            got = (eng.probe_fresh(unit, track, conds, fams, spec.scopes, max_new) if cond is None else
+                   eng.probe_delayed(unit, cond, fams, spec.scopes, max_new) if track in ("B_delayed", "C") else
+                   eng.probe_visible(unit, cond, fams, spec.scopes, max_new))
+            dt = (time.perf_counter() - t) / max(len(got), 1)
+            res = {(track, fam, scope, c, None): (*v, dt) for (c, fam, scope), v in got.items()}
+            yield [_record(eng, spec, unit, k, res, prov, observers) for k in want[group]]
+        if "observer" not in spec.conditions:
+            continue
+        for tier, name, b in [(1, spec_model(unit), backend), *[(2, o, ob) for o, ob in observers]]:
+            for fam in fams:
+                group = (track, "observer", tier, fam)
+                if group not in want:
+                    continue
+                t = time.perf_counter()
+                text, ids, probe3, resp = eng.observe(b, unit, track, fam, max_new)
+                got = (text, ids, [], resp, time.perf_counter() - t, probe3, name)
+                res = {(track, fam, scope, "observer", tier): got for scope in spec.scopes}
+                yield [_record(eng, spec, unit, k, res, prov, observers) for k in want[group]]
+
+
+def _record(eng, spec, unit, k, res, prov, observers) -> OwmiRun:
+    """One stored record (Appendix D fields) from its planned key and its computed result."""
+    from tamperbench.owmi.engine import parsed_fields
+
+    key, pair_id, d = k
     item, cell, op = unit.item, unit.cell, unit.cell.op
-    recs = []
-    for key, pair_id, d in keys:
-        got = res[(d["track"], d["probe"], d["scope"], d["condition"], d["observer_tier"])]
-        text, ids, declared, (toks, reply, fin), dt = got[:5]
-        cond = d["condition"]
-        probe = got[5] if cond == "observer" else _first_probe(eng, d["probe"])
-        eff = unit.effects.get(cond, {}) if cond != "observer" else {}
-        gen = unit.gens.get(cond) if cond != "observer" else None
-        task_out = "" if d["track"] in ("A", "B_masked") else (gen[2] if gen else None)
-        cell_id = trial_key(dict(model=cell.model, benchmark=cell.benchmark, object=cell.obj.label, operator=op.name,
-                                 dose=op.dose, probe=d["probe"], track=d["track"]))[:24]
-        recs.append(OwmiRun(
-            key=key, provenance_id=prov, pair_id=pair_id, cell_id=cell_id, model=cell.model,
-            model_revision=_revision(eng.b if d["observer_tier"] != 2 else dict(observers)[d["observer_model"]]),
-            dtype=str(eng.b.provenance.dtype), quantized=bool(eng.b.provenance.quantization),
-            temperature=spec.temperature, top_p=spec.top_p,
-            max_new_tokens=spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens,
-            benchmark=cell.benchmark, domain=item.domain, item_id=item.id,
-            item_provenance=json.dumps(item.provenance.model_dump(mode="json"), sort_keys=True), gold_answer=item.answer,
-            object_kind=cell.obj.kind, site=cell.obj.label, layer=cell.obj.layer, head=cell.obj.head,
-            sae_feature=cell.obj.feature, sae_path=cell.obj.sae_path, operator=op.name, dose=op.dose,
-            positions=spec.positions, when=spec.when, concept=unit.concept, seed=unit.seed, condition=cond,
-            hook_scope=d["scope"], track=d["track"], probe_family=d["probe"], probe_text=probe,
-            observer_tier=d["observer_tier"], observer_model=d["observer_model"], prompt_text=text, prompt_ids=ids,
-            intervened_positions=[] if cond in ("sham", "observer") else list(declared),
-            task_output=task_out, task_correct=_task_score(item, task_out), response=reply, finish_reason=fin,
-            true_category=item.domain, seconds=dt,
-            random_norm=(unit.norm_unit if cond == "random_unit" else unit.eta if cond == "random_matched" else None),
-            match_target_js=unit.match[0] if cond == "random_matched" and unit.match else None,
-            match_achieved_js=unit.match[1] if cond == "random_matched" and unit.match else None,
-            **{k: v for k, v in eff.items()},
-            **parsed_fields(d["probe"], reply, eng.n_layers)))
-    return recs
+    got = res[(d["track"], d["probe"], d["scope"], d["condition"], d["observer_tier"])]
+    text, ids, declared, (toks, reply, fin), dt = got[:5]
+    cond = d["condition"]
+    probe = got[5] if cond == "observer" else _first_probe(eng, d["probe"])
+    eff = unit.effects.get(cond, {}) if cond != "observer" else {}
+    gen = unit.gens.get(cond) if cond != "observer" else None
+    task_out = "" if d["track"] in ("A", "B_masked") else (gen[2] if gen else None)
+    cell_id = trial_key(dict(model=cell.model, benchmark=cell.benchmark, object=cell.obj.label, operator=op.name,
+                             dose=op.dose, probe=d["probe"], track=d["track"]))[:24]
+    return OwmiRun(
+        key=key, provenance_id=prov, pair_id=pair_id, cell_id=cell_id, model=cell.model,
+        model_revision=_revision(eng.b if d["observer_tier"] != 2 else dict(observers)[d["observer_model"]]),
+        dtype=str(eng.b.provenance.dtype), quantized=bool(eng.b.provenance.quantization),
+        temperature=spec.temperature, top_p=spec.top_p,
+        max_new_tokens=spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens,
+        benchmark=cell.benchmark, domain=item.domain, item_id=item.id,
+        item_provenance=json.dumps(item.provenance.model_dump(mode="json"), sort_keys=True), gold_answer=item.answer,
+        object_kind=cell.obj.kind, site=cell.obj.label, layer=cell.obj.layer, head=cell.obj.head,
+        sae_feature=cell.obj.feature, sae_path=cell.obj.sae_path, operator=op.name, dose=op.dose,
+        positions=spec.positions, when=spec.when, concept=unit.concept, seed=unit.seed, condition=cond,
+        hook_scope=d["scope"], track=d["track"], probe_family=d["probe"], probe_text=probe,
+        observer_tier=d["observer_tier"], observer_model=d["observer_model"], prompt_text=text, prompt_ids=ids,
+        intervened_positions=[] if cond in ("sham", "observer") else list(declared),
+        task_output=task_out, task_correct=_task_score(item, task_out), response=reply, finish_reason=fin,
+        true_category=item.domain, seconds=dt,
+        random_norm=(unit.norm_unit if cond == "random_unit" else unit.eta if cond == "random_matched" else None),
+        match_target_js=unit.match[0] if cond == "random_matched" and unit.match else None,
+        match_achieved_js=unit.match[1] if cond == "random_matched" and unit.match else None,
+        **{k: v for k, v in eff.items()},
+        **parsed_fields(d["probe"], reply, eng.n_layers))
 
 
 def _revision(backend) -> str:
