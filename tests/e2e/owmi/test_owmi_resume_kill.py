@@ -1,14 +1,15 @@
 """A real ``tamperbench owmi run`` killed with SIGKILL mid-run resumes with every key exactly once.
 
 The run is a one-item config (a scaled residual stream, so no concept direction to build; Track A
-and the delayed Track B, detection, both scopes, intervention, sham and the tier-1 observer): 1 item x 2 tracks x 1 probe x 2 scopes x 3
-conditions = 12 records, written in 5 groups (Track A's batched rows; Track B's intervention and
-sham; the observer on each track). The test polls the store while the run writes it -- a copy of
-``records.duckdb`` and its WAL, opened read-only, which is what DuckDB would recover after a crash
-at that instant -- and kills the process as soon as the first records are committed, i.e. in the
-middle of the only unit (before this change a unit's records were written together at its end,
-so the kill lost them all). After the kill the stored records must still hold what the poll saw;
-the resumed run must finish the rest, leave every key exactly once and not touch the survivors.
+and the delayed Track B, detection, both scopes, intervention, sham and the tier-1 observer):
+1 item x 2 tracks x 1 probe x 2 scopes x 3 conditions = 12 records, written in 5 groups (Track
+A's batched rows; Track B's intervention and sham; the observer on each track). The test polls
+the store while the run writes it -- a copy of ``records.duckdb`` and its WAL, opened with the WAL
+replayed, which is what DuckDB would recover after a crash at that instant -- and kills the
+process as soon as the first records are committed, i.e. in the middle of the only unit (before
+this change a unit's records were written together at its end, so the kill lost them all). After
+the kill the stored records must still hold what the poll saw; the resumed run must finish the
+rest, leave every key exactly once and not touch the survivors.
 """
 
 from __future__ import annotations
