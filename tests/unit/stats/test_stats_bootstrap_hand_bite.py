@@ -79,7 +79,7 @@ def test_detection_bootstrap_defaults_are_2000_replicates_seed_0_and_95_percent(
 
 
 def test_detection_bootstrap_refuses_unequal_lengths_and_one_replicate_has_no_se():
-    with pytest.raises(ValueError, match="equal lengths"):
+    with pytest.raises(ValueError, match="^detection_bootstrap: paired inputs must have equal lengths$"):
         detection_bootstrap([1, 0], [0], ["a", "b"])
     with pytest.raises(ValueError, match="equal lengths"):
         detection_bootstrap([1, 0], [0, 1], ["a"])
@@ -158,3 +158,9 @@ def test_plain_loop_reference_returns_its_replicates_at_its_level():
     assert float(np.std(loop["auroc_reps"], ddof=1)) == pytest.approx(want["auroc"][1], abs=1e-12)
     assert loop["dprime_reps"].shape == loop["auroc_reps"].shape == (30,)
 
+
+
+def test_percentile_interval_default_is_95_percent():
+    from tamperbench.stats.bootstrap import percentile_interval
+
+    assert percentile_interval(np.arange(101.0)) == pytest.approx((2.5, 97.5))  # numpy's linear quantiles of 0..100
