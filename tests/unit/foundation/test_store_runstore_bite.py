@@ -1,0 +1,196 @@
+"""RunStore details a mutant could change without the other store tests noticing: canonical JSON
+of non-ASCII text and non-JSON values, the record defaults, the exact refusal lines (unreadable
+spec, foreign database, another spec), the lock given back when an open fails, readers that take
+no lock, the temporary Arrow view dropped after a failed write, and provenance stored once.
+Real DuckDB files under tmp_path; expected values written out by hand."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+from pydantic import BaseModel
+
+from tamperbench.errors import UserError
+from tamperbench.store import Record, RunStore, lock, trial_key
+from tamperbench.store.run_store import SCHEMA_VERSION, canonical_json, read_spec
+
+
+class Spec(BaseModel):
+    suite: str = "bite"
+    n: int = 1
+    extra: str = "x"
+
+
+class Row(Record):
+    kind: str
+    tags: list[str] = []
+    info: dict = {}
+
+
+class Prov(BaseModel):
+    id: str
+    note: str
+
+
+def test_canonical_json_keeps_text_and_stringifies_the_rest():
+    assert canonical_json({"b": "é", "a": Path("/x")}) == '{"a":"/x","b":"é"}'
+    assert canonical_json(Spec()) == '{"extra":"x","n":1,"suite":"bite"}'
+    assert trial_key({"b": "é"}) == hashlib.sha256('{"b":"é"}'.encode("utf-8")).hexdigest()
+
+
+def test_record_defaults():
+    r = Row(key="k", kind="a")
+    assert r.schema_version == SCHEMA_VERSION == 1 and r.provenance_id == ""
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", r.created_at)
+
+
+def test_read_spec_exact_lines(tmp_path):
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(UserError) as err:
+        read_spec(tmp_path / "dir.json")
+    assert str(err.value) == f"{tmp_path / 'dir.json'}: cannot read (Is a directory)"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    with pytest.raises(UserError) as err:
+        read_spec(bad, hint="; HINT")
+    assert str(err.value) == f"{bad}: not valid JSON (Expecting property name enclosed in double quotes); HINT"
+    bad.write_bytes(b"\xff{}")
+    with pytest.raises(UserError) as err:
+        read_spec(bad)
+    assert str(err.value) == f"{bad}: not valid JSON ('utf-8' codec can't decode byte 0xff in position 0)"
+    bad.write_text('"text"')
+    with pytest.raises(UserError) as err:
+        read_spec(bad, hint="; H")
+    assert str(err.value) == f"{bad}: not a JSON object; H"
+    bad.write_text('{"a": 1}')
+    assert read_spec(bad) == {"a": 1}
+
+
+def test_other_spec_is_refused_naming_every_differing_field_and_releases_the_lock(tmp_path):
+    run = tmp_path / "run"
+    RunStore.open(run, Spec()).close()
+    with pytest.raises(UserError) as err:
+        RunStore.open(run, Spec(n=2, extra="y"))
+    assert str(err.value) == (f"{run}: holds a run with a different spec (differs in: extra, n); "
+                              "use another --out or pass --new to replace it")
+    assert str(run.resolve()) not in lock._held  # the failed open gave its lock back
+    spec = json.loads((run / "spec.json").read_text())
+    spec["only_stored"] = 1
+    (run / "spec.json").write_text(json.dumps(spec))
+    with pytest.raises(UserError, match=r"differs in: only_stored\)"):
+        RunStore.preflight(run, Spec())
+    (run / "spec.json").write_text("garbage")
+    with pytest.raises(UserError, match="; pass --new to start this run afresh$"):
+        RunStore.open(run, Spec())
+    with RunStore.open(run, Spec(n=3), new=True) as store:  # --new replaces even a garbage spec
+        assert store.spec_dict == {"extra": "x", "n": 3, "suite": "bite"}
+    assert json.loads((run / "spec.json").read_text()) == {"extra": "x", "n": 3, "suite": "bite"}
+    assert (run / "spec.json").read_text() == json.dumps({"extra": "x", "n": 3, "suite": "bite"}, indent=2,
+                                                          sort_keys=True)
+    assert not (run / "spec.json.tmp").exists()
+
+
+def test_database_without_schema_version_is_refused_by_a_reader(tmp_path):
+    run = tmp_path / "run"
+    RunStore.open(run, Spec()).close()
+    con = duckdb.connect(str(run / "records.duckdb"))
+    con.execute("DELETE FROM meta")
+    con.close()
+    with pytest.raises(UserError) as err:
+        RunStore.open_existing(run, read_only=True)
+    assert str(err.value) == (f"{run / 'records.duckdb'}: written with store no schema version; this tamperbench "
+                              "reads schema version 1 (use the tamperbench version that wrote it, or export from it)")
+
+
+def test_foreign_duckdb_file_without_meta_table(tmp_path):
+    run = tmp_path / "run"
+    RunStore.open(run, Spec()).close()
+    (run / "records.duckdb").unlink()
+    con = duckdb.connect(str(run / "records.duckdb"))
+    con.execute("CREATE TABLE other (x INT)")
+    con.close()
+    with pytest.raises(UserError, match="written with store no schema version"):
+        RunStore.open_existing(run, read_only=True)
+
+
+def test_open_existing_refuses_a_folder_that_is_not_a_run(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "spec.json").write_text("{}")
+    with pytest.raises(UserError) as err:
+        RunStore.open_existing(tmp_path / "run")
+    assert str(err.value) == f"{tmp_path / 'run'}: not a tamperbench run directory (no spec.json / records.duckdb)"
+
+
+def test_readers_take_no_lock_writers_do_and_close_gives_it_back(tmp_path):
+    run = tmp_path / "run"
+    RunStore.open(run, Spec()).close()
+    key = str(run.resolve())
+    with RunStore.open_existing(run, read_only=True) as reader:
+        assert key not in lock._held and reader.tables() == ["meta", "provenance"]
+    writer = RunStore.open_existing(run)
+    assert lock._held[key][1] == 1
+    writer.close()
+    assert key not in lock._held
+    writer.close()  # a second close is harmless and releases nothing twice
+    assert key not in lock._held
+
+
+def test_write_records_json_columns_and_creates_the_table(tmp_path):
+    with RunStore.open(tmp_path / "run", Spec()) as store:
+        assert not store.has_table("t") and store.rows("t") == [] and store.column_types("t") == {}
+        assert store.write("t", [Row(key="k1", kind="a", tags=["x", "y"], info={"deep": [1, {"z": None}]})]) == 1
+        [r] = store.rows("t")
+        assert r["tags"] == ["x", "y"] and r["info"] == {"deep": [1, {"z": None}]}
+        assert store.column_types("t")["info"] == "JSON" and store.column_types("t")["tags"] == "VARCHAR[]"
+        assert store.tables() == ["meta", "provenance", "t"]
+        raw = store.con.execute('SELECT info FROM "t"').fetchone()[0]
+        assert json.loads(raw) == {"deep": [1, {"z": None}]}
+
+
+def test_a_failed_write_drops_the_arrow_view(tmp_path):
+    with RunStore.open(tmp_path / "run", Spec()) as store:
+        store.write("t", [Row(key="k1", kind="a")])
+        store.con.execute('ALTER TABLE "t" ADD COLUMN must INTEGER NOT NULL DEFAULT 0')
+        store.con.execute('ALTER TABLE "t" ALTER COLUMN must DROP DEFAULT')
+        with pytest.raises(duckdb.Error):
+            store.write("t", [Row(key="k2", kind="b")])  # NOT NULL column left empty: the insert fails
+        with pytest.raises(duckdb.Error):
+            store.con.execute("SELECT * FROM batch")
+        assert store.count("t") == 1
+
+
+def test_table_without_key_is_refused():
+    class NoKey(BaseModel):
+        x: int
+
+    store = RunStore.__new__(RunStore)
+    with pytest.raises(TypeError, match="^NoKey must have a 'key' field \\(subclass Record\\)$"):
+        store.ensure_table("t", NoKey)
+
+
+def test_key_is_the_primary_key_and_provenance_is_stored_once(tmp_path):
+    with RunStore.open(tmp_path / "run", Spec()) as store:
+        store.ensure_table("t", Row)
+        store.con.execute('INSERT INTO "t" (key, kind) VALUES (\'k\', \'a\')')
+        with pytest.raises(duckdb.Error):
+            store.con.execute('INSERT INTO "t" (key, kind) VALUES (\'k\', \'b\')')
+        assert store.put_provenance(Prov(id="p1", note="first")) == "p1"
+        assert store.put_provenance(Prov(id="p1", note="second")) == "p1"  # ignored, not replaced
+        rows = store.con.execute("SELECT id, record FROM provenance").fetchall()
+        assert [(i, json.loads(r)) for i, r in rows] == [("p1", {"id": "p1", "note": "first"})]
+        assert store.keys("t") == {"k"}
+
+
+def test_spec_write_failure_is_one_line_and_releases_the_lock(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "spec.json.tmp").mkdir()  # the temporary file cannot be written
+    with pytest.raises(UserError) as err:
+        RunStore.open(run, Spec())
+    assert str(err.value) == f"{run / 'spec.json'}: cannot write (Is a directory)"
+    assert str(run.resolve()) not in lock._held
