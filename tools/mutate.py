@@ -163,8 +163,18 @@ EQUIVALENT += [
     (_S + "bootstrap.py", "x_mean_bootstrap", "n_boot, seed, )]", _CHUNK),
     (_S + "bootstrap.py", "x_mean_bootstrap", "if (r.size > 1) or True else", "np.std(ddof=1) of one replicate is NaN too"),
     (_S + "bootstrap.py", "x_mean_bootstrap", "if r.size >= 1 else", "np.std(ddof=1) of one replicate is NaN too"),
+    (_S + "bootstrap.py", "x_cluster_weight_chunks", "rng.integers(n_clusters, size=(b, n_clusters))",
+     "integers(high) with one bound draws from [0, high): the same call, the same stream"),
+    (_S + "bootstrap.py", "x_cluster_weight_chunks", ".astype(None)", "astype(None) is float64, as astype(float)"),
     (_S + "bootstrap.py", "x_detection_bootstrap_loop", "rng.integers(n_clusters, size=n_clusters)",
      "integers(high) with one bound draws from [0, high): the same call, the same stream"),
+    ("src/tamperbench/store/lock.py", "x_preflight", ".decode(\"ASCII\",", "codec names are case-insensitive"),
+    ("src/tamperbench/store/lock.py", "x_preflight", "            return",
+     "the climb ends at '.' or '/', which always exist (a deleted working directory still stats): break is never reached"),
+    *[("src/tamperbench/store/lock.py", "x_preflight", n, "the probe file's name is never seen: it is removed at once")
+      for n in ("mkstemp(prefix=None,", "mkstemp(dir=probe_in)", 'prefix="XX.tb-preflight-XX"', 'prefix=".TB-PREFLIGHT-"')],
+    ("src/tamperbench/store/run_store.py", "xǁRunStoreǁrows", 'where: str = "XXXX"',
+     "SELECT * FROM t XXXX: DuckDB reads the word as a table alias, every row is still read"),
 ]
 
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)

@@ -73,7 +73,8 @@ def test_acquire_refusal_names_the_holder_as_found(held, content, shown):
                               "wait for it to finish or use another --out")
 
 
-@pytest.mark.parametrize("content,shown", [(b"", "unknown"), (b"4242\n", "4242"), (b"\xfe1", "\ufffd1")])
+@pytest.mark.parametrize("content,shown", [(b"", "unknown"), (b"4242\n", "4242"), (b"\xfe1", "\ufffd1"),
+                                          (b"2" * 40, "2" * 32)])
 def test_preflight_refuses_a_run_held_elsewhere_with_the_same_line(held, content, shown):
     run = held(content)
     with pytest.raises(UserError) as err:
@@ -134,3 +135,15 @@ def test_release_of_the_last_holder_unlocks_for_others(tmp_path):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # now free
     finally:
         os.close(fd)
+
+
+def test_preflight_in_a_deleted_working_directory_is_refused(tmp_path, monkeypatch):
+    # a relative run directory in a working directory that was deleted: "." still stats as a directory,
+    # but nothing can be created in it: one line, not a traceback
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(UserError) as err:
+        lock.preflight(Path("run"))
+    assert str(err.value) == "run: cannot write here (No such file or directory)"

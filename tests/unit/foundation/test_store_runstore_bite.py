@@ -82,9 +82,15 @@ def test_other_spec_is_refused_naming_every_differing_field_and_releases_the_loc
     spec = json.loads((run / "spec.json").read_text())
     spec["only_stored"] = 1
     (run / "spec.json").write_text(json.dumps(spec))
-    with pytest.raises(UserError, match=r"differs in: only_stored\)"):
+    with pytest.raises(UserError) as err:
         RunStore.preflight(run, Spec())
+    assert str(err.value) == (f"{run}: holds a run with a different spec (differs in: only_stored); "
+                              "use another --out or pass --new to replace it")
     (run / "spec.json").write_text("garbage")
+    with pytest.raises(UserError) as err:
+        RunStore.preflight(run, Spec())
+    assert str(err.value) == f"{run / 'spec.json'}: not valid JSON (Expecting value); pass --new to start this run afresh"
+    RunStore.preflight(run, Spec(), new=True)  # --new never reads the old spec
     with pytest.raises(UserError, match="; pass --new to start this run afresh$"):
         RunStore.open(run, Spec())
     with RunStore.open(run, Spec(n=3), new=True) as store:  # --new replaces even a garbage spec
