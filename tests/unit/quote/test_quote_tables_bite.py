@@ -5,8 +5,10 @@ DuckDB run with their provenance label. Wilson intervals from statsmodels
 (2, 6) -> 9.7%-70.0%.
 """
 
+import fcntl
 import io
 import json
+import os
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -183,8 +185,14 @@ def test_load_rows_labels_records_with_their_provenance(tmp_path):
         ("k1", "S01", "org/model [0123456789ab, bf16]", str(run)),
         ("k2", "S02", "embedded [?, ?]", str(run)),  # no provenance record: the stored model name, unknowns as ?
     ]
-    # read-only: a second reader at the same time is fine, and nothing was written
-    assert len(load_rows([run, run])) == 4
+    # read-only: while another writer holds the run's lock (an exclusive flock on RUN/.lock, taken here on a
+    # file description of our own, exactly as a second process would), reading still works
+    fd = os.open(run / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert len(load_rows([run, run])) == 4
+    finally:
+        os.close(fd)
 
 
 def test_repeats_dirty_items_and_the_order_of_hardest_items_by_hand():
