@@ -61,7 +61,7 @@ class Vocab:
 
 class Plain(Vocab):
     VOCAB = ["<s>", "x", " x", "", "the", " the", "the.", "The.", " said", " scarf", "scarf", "o.", "o", ".",
-             " Scarf", "Scarf", "A", " A", "AN", " AN"]
+             " Scarf", "Scarf", "A", " A", "AN", " AN", "....", " bathe", "\"the"]
 
 
 class SentencePiece(Vocab):
@@ -81,10 +81,10 @@ class SentencePiece(Vocab):
 
 class Rewrites(Vocab):
     """A decoder that rewrites text across a token boundary (as byte fallback or space clean-up can):
-    after " said", " the." loses its period and " the" reads "tha"; after "x", " THE" reads "X THE"."""
+    after " said", " the." loses its period, " the" reads "tha" and " the!" "tha!"; after "x", " THE" reads "X THE"."""
 
-    VOCAB = ["<s>", "x", " said", " the.", " the", " THE", "."]
-    RULES = {(2, 3): " said the", (2, 4): " said tha", (1, 5): "X THE"}
+    VOCAB = ["<s>", "x", " said", " the.", " the", " THE", ".", " the!"]
+    RULES = {(2, 3): " said the", (2, 4): " said tha", (1, 5): "X THE", (2, 7): " said tha!"}
 
     def decode(self, ids):
         ids = list(ids)
@@ -164,6 +164,7 @@ def test_decoder_surprises_are_never_swapped_and_keep_the_full_occurrence():
     assert det.classify(said, tok.id(" the."), None) == Occurrence("none", "the", " the.", ".")
     # " the" reads "tha" after " said": not the trigger any more
     assert det.classify(said, tok.id(" the"), None) == Occurrence("none", "the", " the", "")
+    assert det.classify(said, tok.id(" the!"), None) == Occurrence("none", "the", " the!", "!")  # trail kept
     # after the anchor " THE" reads "X THE", which does not start with the anchor's text: the surface
     # falls back to the token decoded alone
     assert det._surface[tok.id(" THE")] == " THE"
@@ -223,3 +224,31 @@ def test_replacement_that_cannot_be_spelled_is_a_user_error():
     det = TriggerDetector(SentencePiece(), ["the"])
     with pytest.raises(UserError, match="^substitution 'q': cannot be tokenized"):
         det.replacement_ids(Occurrence("swap", "the", " the"), "q", None)
+
+
+def test_only_whole_words_and_single_token_mentions_are_candidates():
+    tok = Plain()
+    det = TriggerDetector(tok, ["the"])
+    assert not det.is_candidate(tok.id("...."))    # punctuation longer than the trigger, no trigger in it
+    assert not det.is_candidate(tok.id(" bathe"))  # ends with the trigger, led by letters
+    assert det.is_candidate(tok.id('"the'))        # led by punctuation only: a mention
+    assert det.classify(tok.id(" said"), tok.id('"the'), None) == Occurrence("mention", "the", '"the')
+
+
+class SpansAnchor(SentencePiece):
+    """SentencePiece-like, plus one token that spans the anchor letter and the space after it."""
+
+    VOCAB = SentencePiece.VOCAB + ["\u2581x\u2581"]
+
+
+def test_replacement_without_its_space_when_the_tokenizer_adds_one():
+    tok = SpansAnchor()
+    det = TriggerDetector(tok, ["the"])
+    said = tok.id("\u2581said")
+    occ = det.classify(said, tok.id("\u2581the"), None)
+    assert occ == Occurrence("swap", "the", " the")
+    # " scarf" encodes as "\u2581\u2581scarf" (reads "  scarf"); "x scarf" starts with the spanning token, so
+    # only "scarf" encoded alone (the tokenizer adds the space) reads back as " scarf"
+    assert tok.encode(" scarf", add_special_tokens=False) == [tok.id("\u2581"), tok.id("\u2581scarf")]
+    assert tok.encode("x scarf", add_special_tokens=False)[0] == tok.id("\u2581x\u2581")
+    assert det.replacement_ids(occ, "scarf", said) == [tok.id("\u2581scarf")]
