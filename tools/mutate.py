@@ -98,7 +98,7 @@ EQUIVALENT: list[tuple[str, str, str, str]] = [
     ("src/tamperbench/sleight/detector.py", "xǁTriggerDetectorǁ__init__", "len(low) >= len(t) and low.endswith(t)",
      "a token whose text equals a trigger was taken as a whole word above (`continue`): equal lengths never get here"),
     ("src/tamperbench/quote/tables.py", "x_render", "add_column(col, overflow=None)",
-     "rich (pinned 14.x) wraps a column whose overflow is None with its default, fold: the same output"),
+     "rich (15.0.0, constraints.txt) wraps a column whose overflow is None with its default, fold: the same output"),
     ("src/tamperbench/quote/tables.py", "x_write_tables", "ensure_ascii=None)",
      "json.dumps only tests ensure_ascii for truth: None writes the same text as False"),
     ("src/tamperbench/quote/tables.py", "x__is_faithful", 'paper_class(r["category"], None)',
