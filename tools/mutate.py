@@ -85,6 +85,8 @@ EQUIVALENT: list[tuple[str, str, str, str]] = [
      "the default is only compared with \"appendix-c\": any other default string behaves the same"),
     ("src/tamperbench/sleight/detector.py", "xǁTriggerDetectorǁ__init__", '"all_special_ids", None) or []',
      "a missing attribute gives None instead of []; `or []` makes both the empty list"),
+    ("src/tamperbench/sleight/summary.py", "x_judge_setup", "store.has_table(JUDGE_PARSE_RATES_TABLE) or configs",
+     "store.rows gives [] for a missing table and DuckDB's `IN ()` selects no row: the guard only saves a query"),
     ("src/tamperbench/sleight/summary.py", "x_load_rows", 'verdicts.get(t["key"], None)',
      "the LEFT JOIN from the trials table gives every trial key a row: the default is never used"),
     ("src/tamperbench/sleight/summary.py", "x_load_rows", 'verdicts.get(t["key"], )',
