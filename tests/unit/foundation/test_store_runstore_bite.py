@@ -158,6 +158,16 @@ def test_write_records_json_columns_and_creates_the_table(tmp_path):
         assert json.loads(raw) == {"deep": [1, {"z": None}]}
 
 
+class PathRow(Record):
+    where: Path
+
+
+def test_json_columns_hold_the_json_form_of_each_value(tmp_path):
+    with RunStore.open(tmp_path / "run", Spec()) as store:
+        assert store.write("p", [PathRow(key="k", where=Path("/a/b"))]) == 1
+        assert store.column_types("p")["where"] == "JSON" and store.rows("p")[0]["where"] == "/a/b"
+
+
 def test_a_failed_write_drops_the_arrow_view(tmp_path):
     with RunStore.open(tmp_path / "run", Spec()) as store:
         store.write("t", [Row(key="k1", kind="a")])
