@@ -27,6 +27,11 @@ from tamperbench.owmi.operators import Intervention, OperatorSpec
 from tamperbench.owmi.probes import corrupted, parse, probe_text, rubric_flag, system_prompt
 
 MODEL_CONDITIONS = ("intervention", "sham", "random_unit", "random_matched")
+# The baseline's teacher-forced log-probs are kept for reuse by every condition's JS (and every
+# calibration step) only while they fit this budget (positions x vocabulary x 4 bytes: ~340
+# positions of a 49k vocabulary). Longer sequences stream the baseline alongside each intervened
+# pass instead (one more forward, identical numbers), so memory never grows with length x vocab.
+BASELINE_KEEP_BYTES = 64 * 2**20
 
 
 @dataclass
@@ -59,6 +64,7 @@ class Unit:
     effects: dict[str, dict] = field(default_factory=dict)
     gens: dict[str, tuple] = field(default_factory=dict)
     base_chunks: list | None = None  # baseline teacher-forced log-probs, shared by every condition's JS
+    # (None when over BASELINE_KEEP_BYTES: then streamed alongside each intervened pass)
     base_answer_lp: float | None = None
 
 
@@ -69,6 +75,7 @@ class Engine:
         self.b, self.spec, self.model = backend, spec, backend.model
         self.system = system_prompt()
         self.n_layers = int(self.model.config.num_hidden_layers)
+        self.vocab = int(self.model.config.vocab_size)
         self.eos = set(backend.eos_ids)
         self.observers = observers or []
         self._base: dict[str, tuple[list[int], str]] = {}
@@ -126,7 +133,7 @@ class Engine:
         ids = unit.task.ids + unit.base_ids
         iv = self.make_iv(unit, cond, unit.task.declared)
         start = min(unit.task.declared) if unit.task.declared else 0
-        if unit.base_chunks is None:
+        if unit.base_chunks is None and (len(ids) - start) * self.vocab * 4 <= BASELINE_KEEP_BYTES:
             unit.base_chunks = list(fw.distributions(self.model, ids, start, None, self.spec.js_chunk))
         js_mean, js_max, n = fw.js_divergence(self.model, ids, start, iv, chunk=self.spec.js_chunk,
                                               baseline=unit.base_chunks)
@@ -227,7 +234,6 @@ class Engine:
             for (cond, scope), (ids, fin) in zip(rows, got):
                 text = self.b.tokenizer.decode(ids, skip_special_tokens=True)
                 out[(cond, fam, scope)] = (ctx.text, ctx.ids, ctx.declared, (ids, text, fin))
-        return out
         return out
 
     def probe_delayed(self, unit: Unit, cond: str, families, scopes, max_new: int) -> dict:

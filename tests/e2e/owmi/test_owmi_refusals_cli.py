@@ -1,0 +1,59 @@
+"""``tamperbench owmi run`` refuses a bad object on the real embedded model before any compute.
+
+A layer or head index out of range and SAE weights whose width does not match the site can only
+be checked against the loaded model's config; the refusal must come right after the load, as one
+``error:`` line naming the field, exit status 2, and no record stored. (A dose outside an
+operator's domain is refused from the spec alone: tests/unit/owmi/test_owmi_spec.py; an
+unsupported architecture: tests/unit/owmi/test_owmi_objects_operators.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tamperbench.store import RunStore
+
+REPO = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.model
+
+
+def _sae(folder: Path, d_in: int, d_sae: int = 4) -> None:
+    """SAELens disk format: cfg.json + sae_weights.safetensors."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True)
+    save_file({"W_enc": torch.zeros(d_in, d_sae), "W_dec": torch.zeros(d_sae, d_in), "b_enc": torch.zeros(d_sae),
+               "b_dec": torch.zeros(d_in)}, str(folder / "sae_weights.safetensors"))
+    (folder / "cfg.json").write_text(json.dumps({"d_in": d_in, "d_sae": d_sae, "architecture": "standard",
+                                                 "hook_name": "blocks.3.hook_resid_post", "hook_layer": 3}))
+
+
+@pytest.mark.parametrize("objects, needle", [
+    ([{"kind": "resid_post", "layer": 12}, {"kind": "resid_pre", "layer": 30}], "objects[1].layer: 30 out of range"),
+    ([{"kind": "head", "layer": 2, "head": 9}], "objects[0].head"),  # 9 query heads: 0..8
+    ([{"kind": "sae_feature", "layer": 3, "feature": 0, "sae_path": "SAE"}], "objects[0].sae_path: SAE width d_in=512"),
+])
+def test_bad_object_refused_before_compute(tmp_path, embedded_backend, objects, needle):
+    _sae(tmp_path / "sae", d_in=512)  # the embedded model's residual width is 576
+    for o in objects:
+        if o.get("sae_path") == "SAE":
+            o["sae_path"] = str(tmp_path / "sae")
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"objects": objects, "operators": [{"name": "scale", "dose": 0.5}],
+                               "items_per_benchmark": 1, "probes": ["detection"], "observer_classifier": False}))
+    run = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "tamperbench.cli", "owmi", "run", "--config", str(cfg), "--out", str(run)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2, p.stderr[-2000:]
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert lines[-1].startswith("error:") and needle in lines[-1], p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    with RunStore.open_existing(run, read_only=True) as st:
+        assert not st.has_table("owmi_runs") or st.count("owmi_runs") == 0
+        assert not st.has_table("owmi_calibration") or st.count("owmi_calibration") == 0
