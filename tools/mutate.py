@@ -151,6 +151,17 @@ EQUIVALENT += [
                                                                               'kind="STABLE"')],
     (_S + "sdt.py", "x_weighted_auroc", "lo = np.searchsorted(sorted_sham, g_int, )", 'side="left" is the default'),
     (_S + "sdt.py", "x_level_auroc", "where=den >= 0)", _EMPTY),
+    *[(_S + "variance.py", "x__pairs_same", n, "the level key stays injective (a mixed-radix number with a wider radix "
+       "or negative digits), and float64 holds these small integers exactly") for n in
+      ("np.zeros(codes[0].size, dtype=None)", "np.zeros(codes[0].size, )", "+ 1) - c", "+ 2) + c", ".astype(None)")],
+    (_S + "variance.py", "x_variance_components", "if (g == s) and False else",
+     "_pairs_same(codes[s], codes[s]) is same[s]: the shortcut only saves time"),
+    (_S + "variance.py", "x_variance_components", "np.asarray(rhs), )", "numpy >= 2 defaults rcond to None"),
+    (_S + "variance.py", "x_icc_contrasts", "n_boot >= 0 and", "n_boot = 0 runs the loop zero times: NaN intervals either way"),
+    (_S + "variance.py", "x_icc_contrasts", "y.size >= 1:", "one observation has NaN components, so every replicate is NaN"),
+    (_S + "variance.py", "x_icc_contrasts", "copy.astype(None)", "integer item copies become floats, still one label each"),
+    *[(_S + "variance.py", fn, f"np.asarray({a}, {r}", _NUMERIC) for fn, a in
+      (("x_variance_components", "y_in"), ("x_icc_contrasts", "y"), ("x_icc_contrasts", "v")) for r in ("dtype=None)", ")")],
     (_S + "intervals.py", "x_wilson", "min(2.0, float(hi))",
      "for k < n the Wilson upper end is below 1 (k == n returned 1.0 first): a clip above 1 never binds"),
     (_S + "multiple.py", "x_benjamini_hochberg", 'method="FDR_BH"', "statsmodels lowercases the method name"),

@@ -149,3 +149,15 @@ def test_icc_contrasts_without_items_seed_factor_or_replicates():
     other = icc_contrasts(y, {"domain": fac["domain"], "unit": fac["item"], "run": fac["seed"]},
                           item="unit", seed_factor="run", n_boot=5, seed=1)
     assert set(other["delta"]) == {"domain", "unit"} and math.isfinite(other["icc"]["domain"]["ci"][0])
+
+
+def test_two_observations_and_one_replicate_are_enough():
+    # two replicates in one level: the residual is their sample variance ((0 - 1)^2 + (2 - 1)^2) / 1 = 2
+    v = variance_components([0.0, 2.0], {"a": ["x", "x"]})["sigma2"]
+    assert v["residual"] == pytest.approx(2.0) and v["a"] == pytest.approx(0.0, abs=1e-12)
+    two = icc_contrasts([0.0, 2.0], {"domain": ["d", "e"], "item": ["a", "b"], "seed": ["s", "s"]}, n_boot=20)
+    assert all(math.isfinite(x) for x in two["icc"]["domain"]["ci"])
+    y, fac = design(n_items=4)
+    one = icc_contrasts(y, fac, n_boot=1, seed=3)
+    lo, hi = one["icc"]["domain"]["ci"]
+    assert math.isfinite(lo) and lo == hi
