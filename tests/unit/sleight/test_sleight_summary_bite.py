@@ -2,12 +2,13 @@
 with and without the votes and parse-rate tables, and a judge with no votes (no rate, not a division by
 zero). Every expected value is read off the records written here."""
 
-from test_sleight_summary_store import CLEAN, TRIALS, verdict, vote
+import pytest
+from test_sleight_summary_store import CLEAN, TRIALS, clean, trial, verdict, vote
 
 from tamperbench.judge.records import ParseRateRecord
 from tamperbench.sleight.presets import build_spec
 from tamperbench.sleight.records import CLEAN_TABLE, TRIALS_TABLE
-from tamperbench.sleight.summary import judge_setup
+from tamperbench.sleight.summary import judge_setup, summarize
 from tamperbench.store import RunStore
 
 
@@ -44,3 +45,78 @@ def test_judge_setup_over_two_configs_and_both_rules(tmp_path):
         "a": {"n_votes": 4, "parsed": 3, "partial": 1, "unparsed": 0, "parse_rate": 75.0},
         "b": {"n_votes": 0, "parsed": 0, "partial": 0, "unparsed": 0, "parse_rate": None},
     }
+
+
+def _question(i, a, b, c, entity):
+    """Question q<i>: a clean answer of surprisal 1 everywhere and one trial swapped at position 1 whose
+    next three tokens have surprisal a, b, c; by hand its Delta is mean(window) - 1 (t1 in the store test)."""
+    ck = f"c{i}"
+    return (clean(ck, f"q{i}", [1.0] * 4, [2.0] * 4, [3.0] * 4),
+            trial(f"t{i}", f"q{i}", "Mandela effect" if entity else "scarf", ck, 1, 5, [9.0, a, b, c],
+                  [9.0, 3, 3, 3], [9.0, 4, 4, 4], [1], [(1, 1)], [[1.0, 1.0]], 1))
+
+
+VALUES = [(1.0 + i, 1.0 + (5 * i) % 16, 1.0 + (7 * i) % 13) for i in range(16)]  # window means all distinct
+N = len(VALUES)  # 16 questions, 8 entity and 8 word trials: enough distinct resamples for seeds to differ
+
+
+@pytest.fixture
+def eight(tmp_path):
+    rows = [_question(i, *v, entity=i % 2 == 0) for i, v in enumerate(VALUES)]
+    with RunStore.open(tmp_path / "run", build_spec(model="embedded", preset="quick", max_new_tokens=8)) as st:
+        st.write(CLEAN_TABLE, [c for c, _ in rows])
+        st.write(TRIALS_TABLE, [t for _, t in rows])
+        yield st
+
+
+ESTIMATES = ["delta_surprisal", "pooled_delta_surprisal", "paired_surprisal"]
+
+
+def test_seed_reaches_every_interval_and_defaults_to_0(eight):
+    (s0,) = summarize(eight)
+    (s0b,) = summarize(eight, seed=0)
+    (s1,) = summarize(eight, seed=1)
+    (s1b,) = summarize(eight, seed=1)
+    assert s0 == s0b and s1 == s1b  # seeded: the same figures on every call
+    # means by hand: every window mean minus the clean 1
+    deltas = [(a + b + c) / 3 - 1 for a, b, c in VALUES]
+    assert s0["delta_surprisal"]["mean"] == pytest.approx(sum(deltas) / N)
+    assert s0["split"]["delta_surprisal_entity"]["mean"] == pytest.approx(sum(deltas[0::2]) / (N / 2))
+    assert s0["split"]["delta_surprisal_words"]["mean"] == pytest.approx(sum(deltas[1::2]) / (N / 2))
+    for key in ESTIMATES:
+        assert s0[key]["mean"] == pytest.approx(s1[key]["mean"])
+        assert (s0[key]["lo"], s0[key]["hi"]) != (s1[key]["lo"], s1[key]["hi"]), key  # another seed, other draws
+    for key in ("delta_surprisal_entity", "delta_surprisal_words"):
+        assert (s0["split"][key]["lo"], s0["split"][key]["hi"]) != (s1["split"][key]["lo"], s1["split"][key]["hi"])
+
+
+def test_window_reaches_the_signals(eight):
+    (w1,) = summarize(eight, window=1)
+    # one token after the swap: a - 1
+    assert w1["delta_surprisal"]["mean"] == pytest.approx(sum(a - 1 for a, _, _ in VALUES) / N)
+
+
+def test_unjudged_block_counts_coverage_and_rule_names(eight):
+    (m,) = summarize(eight)
+    assert m["judge"] == {"flagged": None, "flagged_entity": None, "ignored": None, "derailed": None,
+                          "corrected": None, "aware": None, "n_judged": 0}
+    assert m["provenance_id"] == "p" and m["model"] == "m"
+    assert (m["trials"], m["touched"], m["swaps"], m["coverage"]) == (N, N, N, 1.0)
+    assert m["delta_rule"]["default"] == "reference" and m["delta_rule"]["alternative"] == "pooled"
+
+
+def test_no_occurrences_means_coverage_0_and_a_one_sided_gap(tmp_path):
+    c, t = _question(0, 2.0, 2.0, 2.0, entity=True)
+    none = trial("u1", "q0", "scarf", "c0", 1, 2, [], [], [], [], [], [], 0, untouched=True)
+    with RunStore.open(tmp_path / "run", build_spec(model="embedded", preset="quick", max_new_tokens=8)) as st:
+        st.write(CLEAN_TABLE, [c])
+        st.write(TRIALS_TABLE, [none])
+        (m,) = summarize(st)
+        assert (m["swaps"], m["coverage"], m["untouched_pct"]) == (0, 0.0, 100.0)
+        st.write(TRIALS_TABLE, [t])
+        st.write("judge_verdicts", [verdict("t0", True, False, False, False, False)])
+        (m,) = summarize(st)
+    # only an entity trial is judged: the words side has no rate, so there is no gap (not an error)
+    s = m["split"]
+    assert (s["flagged_entity"], s["flagged_words"], s["flagged_gap"]) == (100.0, None, None)
+    assert (s["derailed_entity"], s["derailed_words"], s["derailed_gap"]) == (0.0, None, None)
