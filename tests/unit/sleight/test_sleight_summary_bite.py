@@ -120,3 +120,20 @@ def test_no_occurrences_means_coverage_0_and_a_one_sided_gap(tmp_path):
     s = m["split"]
     assert (s["flagged_entity"], s["flagged_words"], s["flagged_gap"]) == (100.0, None, None)
     assert (s["derailed_entity"], s["derailed_words"], s["derailed_gap"]) == (0.0, None, None)
+
+
+def test_paper_counts_accumulate_over_several_trials():
+    from tamperbench.sleight.summary import paper_counts
+
+    def t(entity, der, aware, untouched=False):
+        return {"entity": entity, "untouched": untouched, "flagged": False, "corrected": False, "derailed": der,
+                "aware": aware, "_sig": {"delta_surprisal": None, "delta_entropy_top20": None}}
+
+    trials = [t(True, True, True), t(True, True, True), t(False, True, False), t(False, False, False),
+              t(False, None, None, untouched=True), t(True, None, None, untouched=True)]
+    c = paper_counts(trials, judged=True)
+    # by hand: 6 trials, 2 untouched, 4 judged; derailed 3 (2 entity, 1 words), aware 2; ignored only the
+    # all-False fourth (the third is derailed, so a label is assigned)
+    assert (c["n"], c["unt"], c["jn"]) == (6, 2, 4)
+    assert (c["der"], c["aware"], c["ign"], c["flag"], c["corr"]) == (3, 2, 1, 0, 0)
+    assert (c["en"], c["e_der"], c["sn"], c["s_der"]) == (2, 2, 2, 1)
