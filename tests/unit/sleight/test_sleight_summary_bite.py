@@ -96,6 +96,18 @@ def test_window_reaches_the_signals(eight):
     assert w1["delta_surprisal"]["mean"] == pytest.approx(sum(a - 1 for a, _, _ in VALUES) / N)
 
 
+def test_the_default_window_is_eight_tokens(tmp_path):
+    # after the swap at 1: eight tokens of surprisal 1, then 10, 10. Window 8 -> 1 - 1 = 0; window 9 -> 18/9 - 1 = 1
+    c = clean("cL", "qL", [1.0] * 12, [2.0] * 12, [3.0] * 12)
+    s = [9.0] + [1.0] * 8 + [10.0, 10.0]
+    t = trial("tL", "qL", "scarf", "cL", 1, 12, s, [9.0] + [2.0] * 10, [9.0] + [3.0] * 10, [1], [(1, 1)], [[1.0]], 1)
+    with RunStore.open(tmp_path / "run", build_spec(model="embedded", preset="quick", max_new_tokens=8)) as st:
+        st.write(CLEAN_TABLE, [c])
+        st.write(TRIALS_TABLE, [t])
+        means = [summarize(st, **kw)[0]["delta_surprisal"]["mean"] for kw in ({}, {"window": 8}, {"window": 9})]
+    assert means == [pytest.approx(0.0), pytest.approx(0.0), pytest.approx(1.0)]
+
+
 def test_unjudged_block_counts_coverage_and_rule_names(eight):
     (m,) = summarize(eight)
     assert m["judge"] == {"flagged": None, "flagged_entity": None, "ignored": None, "derailed": None,
