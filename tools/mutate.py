@@ -202,6 +202,11 @@ EQUIVALENT += [
     *[("src/tamperbench/store/run_store.py", "xǁRunStoreǁ_transaction", n,
        "DuckDB's Python replacement scan resolves `batch` to the local Arrow table of that name when no view is "
        "registered under it (BATCH: identifiers are case-insensitive)") for n in ('register("XXbatchXX"', 'register("BATCH"')],
+    *[("src/tamperbench/store/run_store.py", "x_read_spec", n, "this machine's locale encoding is UTF-8, and codec "
+       "names are case-insensitive") for n in ('read_text(encoding=None)', 'read_text(encoding="UTF-8")')],
+    ("src/tamperbench/store/run_store.py", "x__check_version", 'row = ""', '"" and None are both falsy: found is None'),
+    *[("src/tamperbench/store/run_store.py", "xǁRunStoreǁ_arrow_batch", n,
+       "pydantic-core serialises every mode other than 'python' as JSON") for n in ('mode="XXjsonXX"', 'mode="JSON"')],
     ("src/tamperbench/store/run_store.py", "xǁRunStoreǁrows", 'where: str = "XXXX"',
      "SELECT * FROM t XXXX: DuckDB reads the word as a table alias, every row is still read"),
 ]

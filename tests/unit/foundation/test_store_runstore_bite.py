@@ -63,6 +63,10 @@ def test_read_spec_exact_lines(tmp_path):
     with pytest.raises(UserError) as err:
         read_spec(bad)
     assert str(err.value) == f"{bad}: not valid JSON ('utf-8' codec can't decode byte 0xff in position 0)"
+    bad.write_text('{"a" 1}')  # the decoder's own message has a colon in it: kept whole
+    with pytest.raises(UserError) as err:
+        read_spec(bad)
+    assert str(err.value) == f"{bad}: not valid JSON (Expecting ':' delimiter)"
     bad.write_text('"text"')
     with pytest.raises(UserError) as err:
         read_spec(bad, hint="; H")
@@ -138,6 +142,7 @@ def test_readers_take_no_lock_writers_do_and_close_gives_it_back(tmp_path):
     key = str(run.resolve())
     with RunStore.open_existing(run, read_only=True) as reader:
         assert key not in lock._held and reader.tables() == ["meta", "provenance"]
+        assert reader.run_dir == run and reader.spec_dict == {"extra": "x", "n": 1, "suite": "bite"}
     writer = RunStore.open_existing(run)
     assert lock._held[key][1] == 1
     writer.close()
@@ -209,4 +214,13 @@ def test_spec_write_failure_is_one_line_and_releases_the_lock(tmp_path):
     with pytest.raises(UserError) as err:
         RunStore.open(run, Spec())
     assert str(err.value) == f"{run / 'spec.json'}: cannot write (Is a directory)"
+    assert str(run.resolve()) not in lock._held
+
+
+def test_a_writer_that_cannot_open_the_database_gives_its_lock_back(tmp_path):
+    run = tmp_path / "run"
+    RunStore.open(run, Spec()).close()
+    (run / "records.duckdb").write_bytes(b"garbage" * 1000)
+    with pytest.raises(UserError, match="cannot open the run database"):
+        RunStore.open_existing(run)
     assert str(run.resolve()) not in lock._held
