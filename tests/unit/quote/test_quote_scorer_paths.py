@@ -200,3 +200,32 @@ def test_no_answer_and_faithful_evidence():
     assert (v.item_id, v.category, v.sub_label, v.answer) == ("T1", "faithful", None, GOLD)
     assert v.evidence == {"answer_chars": 23, "gold_start": 7, "gold_end": 30, "occurrences": 2, "found": "exact",
                           "doc_start": 7, "doc_end": 30, "doc_line": 1, "matched_text": GOLD, "match_chars": 23}
+
+
+@pytest.mark.parametrize("gold, answer, label", [
+    ("Note : keep it short.", "Note", "stops_at_colon"),  # the colon after a space still ends the quote
+    ("MAX VALUE here.", "MAX", "prefix"),                  # an answer ending in a capital X is a plain prefix
+])
+def test_truncated_colon_rule_details(gold, answer, label):
+    assert verdict(gold, answer, "Intro. " + gold)[:2] == ("truncated", label)
+
+
+def test_rewrites_with_the_gold_twice_or_an_x():
+    cat, sub, ev = verdict(GOLD, GOLD + " " + GOLD + " Thanks", "Intro. " + GOLD)
+    assert (cat, sub, ev["extra_text"]) == ("rewritten", "trailing_commentary",
+                                            {"before": "", "after": GOLD + " Thanks"})
+    x = "X marks the spot."
+    assert verdict(x, '"X marks the spot."', "Intro. " + x)[:2] == ("rewritten", "wrapped")
+    twice = "Alpha beta, Alpha beta gamma."  # the core "Alpha beta" first ends before ","
+    cat, sub, ev = verdict(twice, "Alpha beta.", "Intro. " + twice)
+    assert (cat, sub, ev["trailing"]) == ("rewritten", "truncated_punct_added", {"expected": ",", "got": "."})
+
+
+def test_locations_at_the_very_start_and_after_a_leading_newline():
+    doc = "Alpha beta gamma. Delta epsilon zeta."
+    cat, sub, ev = verdict("Delta epsilon zeta.", "Alpha beta gamma.", doc)
+    assert (cat, sub, ev["found"], ev["doc_start"], ev["doc_end"]) == ("wrong_span", "other_sentence", "exact", 0, 17)
+    cat, sub, ev = verdict("End.", "One two.", "One  two. One  two. End.")  # normalised, twice: the first
+    assert (ev["found"], ev["doc_start"], ev["doc_end"], ev["occurrences"]) == ("normalized", 0, 9, 2)
+    cat, sub, ev = verdict("Delta.", "Alpha beta.", "\nAlpha beta. Delta.")
+    assert (ev["doc_start"], ev["doc_line"]) == (1, 2)
