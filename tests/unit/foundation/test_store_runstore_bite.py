@@ -224,3 +224,39 @@ def test_a_writer_that_cannot_open_the_database_gives_its_lock_back(tmp_path):
     with pytest.raises(UserError, match="cannot open the run database"):
         RunStore.open_existing(run)
     assert str(run.resolve()) not in lock._held
+
+
+def test_database_refusals_carry_duckdb_first_line(tmp_path):
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    RunStore.open(run, Spec()).close()
+    db = run / "records.duckdb"
+    with RunStore.open_existing(run, read_only=True) as reader:
+        with pytest.raises(duckdb.Error):
+            reader.con.execute("CREATE TABLE x (i INTEGER)")  # a reader's connection is read-only
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('ready', flush=True); time.sleep(60)", str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        try:
+            duckdb.connect(str(db), read_only=True)
+        except duckdb.Error as err:  # DuckDB's own words, first line
+            first = str(err).splitlines()[0]
+        assert "lock" in first.lower()
+        with pytest.raises(UserError) as err:
+            RunStore.open_existing(run, read_only=True)  # readers take no run lock: DuckDB's lock answers
+        assert str(err.value) == (f"{db}: another process holds this run database; wait for it to finish or "
+                                  f"use another --out ({first})")
+    finally:
+        holder.kill()
+        holder.wait()
+    db.write_bytes(b"garbage" * 1000)
+    try:
+        duckdb.connect(str(db), read_only=True)
+    except duckdb.Error as err:
+        first = str(err).splitlines()[0]
+    with pytest.raises(UserError) as err:
+        RunStore.open_existing(run, read_only=True)
+    assert str(err.value) == f"{db}: cannot open the run database ({first})"
