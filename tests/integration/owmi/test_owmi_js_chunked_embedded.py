@@ -4,8 +4,8 @@ Reference: one forward over the whole sequence without a KV cache, the intervent
 declared positions, the whole [T x V] log-probs held at once, and scipy's Jensen-Shannon distance
 (squared, float64) per position. The streamed computation processes positions in chunks over the
 KV cache with only a chunk x vocabulary block alive; it must agree to ~1e-6 whatever the chunk
-(one that divides the length, two that do not), and whether the
-baseline is kept (short sequences) or streamed alongside (over the engine's byte budget).
+(one that divides the length, two that do not), and whether the baseline is kept (short
+sequences) or streamed alongside (over the engine's byte budget).
 """
 
 from __future__ import annotations
