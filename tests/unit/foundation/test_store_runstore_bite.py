@@ -249,6 +249,11 @@ def test_database_refusals_carry_duckdb_first_line(tmp_path):
             RunStore.open_existing(run, read_only=True)  # readers take no run lock: DuckDB's lock answers
         assert str(err.value) == (f"{db}: another process holds this run database; wait for it to finish or "
                                   f"use another --out ({first})")
+        # --new must not move a database that a process without our lock file (an old version) holds
+        with pytest.raises(UserError) as err:
+            RunStore.open(run, Spec(n=2), new=True)
+        assert str(err.value) == f"{db}: another process holds this run database; wait for it to finish or use another --out"
+        assert not (run / ".superseded").exists() and json.loads((run / "spec.json").read_text())["n"] == 1
     finally:
         holder.kill()
         holder.wait()
@@ -260,3 +265,13 @@ def test_database_refusals_carry_duckdb_first_line(tmp_path):
     with pytest.raises(UserError) as err:
         RunStore.open_existing(run, read_only=True)
     assert str(err.value) == f"{db}: cannot open the run database ({first})"
+
+
+def test_new_moves_the_write_ahead_log_aside_too(tmp_path):
+    run = tmp_path / "run"
+    RunStore.open(run, Spec()).close()
+    (run / "records.duckdb.wal").write_bytes(b"not replayable")  # left by a killed writer: part of the old run
+    with RunStore.open(run, Spec(n=2), new=True):
+        pass
+    [old] = list((run / ".superseded").iterdir())
+    assert sorted(p.name for p in old.iterdir()) == ["records.duckdb", "records.duckdb.wal", "spec.json"]
