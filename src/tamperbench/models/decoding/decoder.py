@@ -285,11 +285,12 @@ class StepDecoder:
         return self._place(slots, [Row(-1, snap.tokens, snap.n_prompt, snap.can_rollback, snap.refeed)] * copies)
 
     # ---------------------------------------------------------------- housekeeping
-    def _trim_leading(self) -> None:
+    def _trim_leading(self, force: bool = False) -> None:
         """Drop leading columns no live row uses (rows admitted later are left-padded); one copy
-        now and then keeps the column count near the longest live row instead of growing forever."""
+        now and then keeps the column count near the longest live row instead of growing forever.
+        ``force``: check now (after a compaction), not only every 16th step."""
         n = self.n
-        if n < 64 or self.steps % 16:
+        if n < 64 or (self.steps % 16 and not force):
             return
         live = [i for i, r in enumerate(self.slots) if r is not None]
         if not live:
@@ -300,19 +301,29 @@ class StepDecoder:
             self.kv.drop_leading(first)
 
     def _compact_if_sparse(self) -> None:
-        dead = sum(r is None for r in self.slots)
-        if dead and (dead * 4 >= self.b or dead == self.b):
+        # a dead slot costs a whole row of every forward; moving a live row into it costs one
+        # row's KV copy, less than one step of carrying it (see SlotKV.move_rows)
+        if any(r is None for r in self.slots):
             self.compact()
 
     @torch.inference_mode()
     def compact(self) -> None:
-        """Drop dead slots and columns no live row uses (one copy, not per step)."""
-        keep = [i for i, r in enumerate(self.slots) if r is not None]
-        idx = torch.tensor(keep, device=self.device, dtype=torch.long)
-        self.kv.keep(idx)
-        if keep:
-            self.state.select(idx)
+        """Drop dead slots: live rows from the tail move into the holes (rows keep their ids)."""
+        live = [i for i, r in enumerate(self.slots) if r is not None]
+        m = len(live)
+        holes = [i for i in range(m) if self.slots[i] is None]
+        movers = live[m - len(holes):] if holes else []
+        self.kv.move_rows(movers, holes, m)
+        if m:
+            order = list(range(m))
+            for src, dst in zip(movers, holes):
+                order[dst] = src
+            self.state.select(torch.tensor(order, device=self.device, dtype=torch.long))
         else:
             self.state.reset()
-        self.slots = [self.slots[i] for i in keep]
+        for src, dst in zip(movers, holes):
+            self.slots[dst] = self.slots[src]
+        self.slots = self.slots[:m]
         self.by_id = {r.rid: s for s, r in enumerate(self.slots)}
+        if m:
+            self._trim_leading(force=True)

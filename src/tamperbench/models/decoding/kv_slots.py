@@ -158,12 +158,15 @@ class SlotKV:
         self.mask[idx, n - width: n] = True if colmask is None else colmask
 
     def copy_rows(self, src: int, idx: torch.Tensor) -> None:
+        """Slot ``src`` into slots ``idx``: one plain strided copy per slot (an indexed assignment
+        with a cloned source cost three times as much, and forks happen mid-decode)."""
         n = self.n
-        for layer in self.layers:
-            layer.kbuf[idx, :, :n] = layer.kbuf[src, :, :n].clone()
-            layer.vbuf[idx, :, :n] = layer.vbuf[src, :, :n].clone()
-        self.mask[idx] = self.mask[src].clone()
-        self.pos[idx] = self.pos[src].clone()
+        for dst in idx.tolist():
+            for layer in self.layers:
+                layer.kbuf[dst, :, :n].copy_(layer.kbuf[src, :, :n])
+                layer.vbuf[dst, :, :n].copy_(layer.vbuf[src, :, :n])
+            self.mask[dst] = self.mask[src]
+            self.pos[dst] = self.pos[src]
 
     def real_columns(self, s: int) -> torch.Tensor:
         return self.mask[s, : self.n].nonzero()[:, 0]
@@ -182,18 +185,18 @@ class SlotKV:
         self.mask[:b, n - first:] = False
         self.set_bn(b, n - first)
 
-    def keep(self, idx: torch.Tensor) -> None:
-        """Keep only slots ``idx`` (in that order) and the columns any of them uses."""
-        b, n = len(idx), self.n
-        if b == 0:
-            self.set_bn(0, 0)
-            return
-        cols = self.mask[idx, :n].any(0).nonzero()[:, 0]
-        for layer in self.layers:
-            for buf in (layer.kbuf, layer.vbuf):
-                buf[:b, :, : len(cols)] = buf[:, :, :n].index_select(0, idx).index_select(2, cols)
-        mask = self.mask[idx][:, cols]
-        self.mask[:] = False
-        self.mask[:b, : len(cols)] = mask
-        self.pos[:b] = self.pos[idx].clone()
-        self.set_bn(b, len(cols))
+    def move_rows(self, srcs: list[int], dsts: list[int], b: int) -> None:
+        """Move slots ``srcs`` into slots ``dsts`` (dead ones), then keep only the first ``b`` slots.
+
+        Why not gather the whole batch: compaction then copies only the rows that move (live rows
+        beyond ``b`` into the holes below it), not every row's columns, so it is cheap enough to
+        run whenever a slot is dead, and no dead row is carried through the forward passes."""
+        n = self.n
+        for src, dst in zip(srcs, dsts):
+            for layer in self.layers:
+                layer.kbuf[dst, :, :n].copy_(layer.kbuf[src, :, :n])
+                layer.vbuf[dst, :, :n].copy_(layer.vbuf[src, :, :n])
+            self.mask[dst] = self.mask[src]
+            self.pos[dst] = self.pos[src]
+        self.mask[b:] = False
+        self.set_bn(b, n if b else 0)
