@@ -121,13 +121,11 @@ class PrefixAdmitter:
     prefill_seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        model = self.dec.model
-        from tamperbench.models.decoding.kv_slots import sliding_window_of
-
-        window = sliding_window_of(model.config)
-        longest = max((len(p) for p in self.prompts), default=0)
-        if window is not None and longest > window:
-            self.share = False  # the suffix forward's gap would distort a column-measured window
+        # Sliding-window models share too, prefixes longer than the window included: in the suffix
+        # forward each row's real columns are prefix then suffix with no gap (padding comes after),
+        # so a window measured in columns is the window in positions, and afterwards the decoder
+        # measures it by position (tests/integration/speed/test_prefix_share_sliding.py checks
+        # both against a no-cache reference, and that an off-by-one window would change tokens).
         self.groups = (plan_groups(self.prompts) if self.share
                        else [Group(0, list(range(len(self.prompts))))])
         self._queue = deque(_Pending(g, deque(g.members)) for g in self.groups)
