@@ -197,7 +197,19 @@ EQUIVALENT += [
     (_S + "bootstrap.py", "x_cluster_weight_chunks", ".astype(None)", "astype(None) is float64, as astype(float)"),
     (_S + "bootstrap.py", "x_detection_bootstrap_loop", "rng.integers(n_clusters, size=n_clusters)",
      "integers(high) with one bound draws from [0, high): the same call, the same stream"),
-    ("src/tamperbench/store/lock.py", "x_preflight", ".decode(\"ASCII\",", "codec names are case-insensitive"),
+    *[("src/tamperbench/store/lock.py", f, ".decode(\"ASCII\",", "codec names are case-insensitive")
+      for f in ("x_preflight", "x_acquire")],
+    ("src/tamperbench/store/lock.py", "x_acquire", "os.ftruncate(fd, 1)",
+     "the pid written next at offset 0 always covers the one byte kept"),
+    *[("src/tamperbench/store/run_store.py", "x_canonical_json", n, v) for n, v in (
+        ('mode="XXjsonXX"', "pydantic-core serialises every mode other than 'python' as JSON"),
+        ('mode="JSON"', "pydantic-core serialises every mode other than 'python' as JSON"),
+        ("ensure_ascii=None", "None is falsy like False"))],
+    *[("src/tamperbench/store/run_store.py", "xǁRunStoreǁopen", n, "spec_dict comes from canonical_json, whose keys are "
+       "already sorted at every level: dumping it unsorted keeps that order")
+      for n in ("sort_keys=None))", "indent=2, ))", "sort_keys=False))")],
+    ("src/tamperbench/store/run_store.py", "xǁRunStoreǁclose", 'self._lock_key = ""',
+     "releasing the key \"\" is a no-op like skipping it: a second close changes nothing either way"),
     ("src/tamperbench/store/lock.py", "x_preflight", "            return",
      "the climb ends at '.' or '/', which always exist (a deleted working directory still stats): break is never reached"),
     *[("src/tamperbench/store/lock.py", "x_preflight", n, "the probe file's name is never seen: it is removed at once")

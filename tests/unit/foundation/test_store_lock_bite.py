@@ -147,3 +147,12 @@ def test_preflight_in_a_deleted_working_directory_is_refused(tmp_path, monkeypat
     with pytest.raises(UserError) as err:
         lock.preflight(Path("run"))
     assert str(err.value) == "run: cannot write here (No such file or directory)"
+
+
+def test_a_lock_file_that_cannot_be_opened_is_one_line(tmp_path):
+    run = tmp_path / "run"
+    (run / lock.LOCK_FILE).mkdir(parents=True)  # a folder where the lock file should be
+    with pytest.raises(UserError) as err:
+        lock.acquire(run)
+    assert str(err.value) == f"{run}: cannot write here (Is a directory)"
+    assert str(run.resolve()) not in lock._held

@@ -275,3 +275,13 @@ def test_new_moves_the_write_ahead_log_aside_too(tmp_path):
         pass
     [old] = list((run / ".superseded").iterdir())
     assert sorted(p.name for p in old.iterdir()) == ["records.duckdb", "records.duckdb.wal", "spec.json"]
+
+
+def test_canonical_json_of_a_model_uses_its_json_form():
+    import datetime as dt
+
+    class When(BaseModel):
+        at: dt.datetime
+
+    # JSON mode writes ISO 8601 with a "T"; str() of a datetime would put a space there
+    assert canonical_json(When(at=dt.datetime(2026, 1, 2, 3, 4, 5))) == '{"at":"2026-01-02T03:04:05"}'
