@@ -121,6 +121,8 @@ EQUIVALENT: list[tuple[str, str, str, str]] = [
      "the default is only compared with \"paper\" (summarise always passes it)"),
     ("src/tamperbench/quote/tables.py", "x_summarise", ".most_common(None)",
      "only the first (most common) entry is read"),
+    ("src/tamperbench/quote/tables.py", "x_summarise", ".most_common(2)",
+     "only the first entry is read, and most_common(n) is sorted(..., reverse=True)[:n] (stable): same first entry"),
     ("src/tamperbench/quote/tables.py", "x_to_markdown", 'h["most_common"] or "XX-XX"',
      "hardest_items keeps only items with failures, whose most_common is never None"),
     ("src/tamperbench/quote/tables.py", "x_render", 'h["most_common"] or "XX-XX"',
