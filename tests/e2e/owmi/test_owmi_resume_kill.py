@@ -56,6 +56,13 @@ def _snapshot(run: Path, tmp: Path) -> list[tuple] | None:
         con.close()
 
 
+def _stamp(run: Path) -> list | None:
+    try:
+        return [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(run.glob("records.duckdb*"))]
+    except OSError:  # the WAL vanished between glob and stat (a checkpoint): look again
+        return None
+
+
 def _stored(run: Path) -> list[tuple]:
     with RunStore.open_existing(run, read_only=True) as store:
         return store.con.execute(f"SELECT {COLS} FROM owmi_runs ORDER BY key").fetchall()
@@ -73,14 +80,17 @@ def test_sigkill_mid_unit_then_resume_keeps_finished_records(tmp_path, embedded_
     with open(tmp_path / "err1", "w") as err:
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
         seen: list[tuple] = []
-        deadline = time.monotonic() + 600
+        deadline, last = time.monotonic() + 600, None
         try:
             while proc.poll() is None and time.monotonic() < deadline:
-                got = _snapshot(run, tmp_path)
-                if got:
-                    seen = got
-                    break
-                time.sleep(0.05)  # poll interval, not a guess at when to kill
+                stamp = _stamp(run)
+                if stamp != last:  # open a copy only when the store changed (keeps the poll cheap)
+                    last = stamp
+                    got = _snapshot(run, tmp_path)
+                    if got:
+                        seen = got
+                        break
+                time.sleep(0.1)  # poll interval, not a guess at when to kill
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
