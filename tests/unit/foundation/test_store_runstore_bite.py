@@ -285,3 +285,27 @@ def test_canonical_json_of_a_model_uses_its_json_form():
 
     # JSON mode writes ISO 8601 with a "T"; str() of a datetime would put a space there
     assert canonical_json(When(at=dt.datetime(2026, 1, 2, 3, 4, 5))) == '{"at":"2026-01-02T03:04:05"}'
+
+
+def test_a_field_added_later_with_a_default_keeps_old_runs_resumable(tmp_path):
+    class Old(BaseModel):
+        suite: str = "bite"
+        n: int = 1
+
+    class New(Old):
+        rules: str = "reference"  # added later; its default is the old behaviour
+        ks: tuple[int, ...] = (1, 2)  # a default whose JSON form differs from its Python form
+
+    class NewRequired(Old):
+        must: int
+
+    run = tmp_path / "run"
+    RunStore.open(run, Old()).close()
+    RunStore.preflight(run, New())
+    with RunStore.open(run, New()) as store:  # resumes: the stored spec reads as if it had the default
+        assert store.spec_dict == {"ks": [1, 2], "n": 1, "rules": "reference", "suite": "bite"}
+    (run / "spec.json").write_text(json.dumps({"n": 1, "suite": "bite"}))
+    with pytest.raises(UserError, match=r"differs in: rules\)"):
+        RunStore.open(run, New(rules="appendix-c"))  # a non-default value is a different run
+    with pytest.raises(UserError, match=r"differs in: must\)"):
+        RunStore.preflight(run, NewRequired(must=3))  # a required field has no default to assume
