@@ -11,8 +11,13 @@ the paper preset's 100, 8 words, 128 tokens: late triggers and untouched answers
 Targets (issues 3 and 14): >= 10x naive, >= 5x chunked, >= 0.8 of plain batched greedy tokens/s,
 MFU >= 0.7, peak memory within 15%.
 
-    .venv/bin/python benchmarks/sleight_throughput.py --quick
-    .venv/bin/python benchmarks/sleight_throughput.py
+Load: the machine is shared, so each workload runs in interleaved rounds (engine, engine without
+matched branches, a slice of the naive trials, a matmul peak sample; the chunked loop in the middle
+round) and the ratios and MFU use medians over the rounds, not one lucky or unlucky run.
+
+    .venv/bin/python benchmarks/sleight_throughput.py --quick          # minutes: small workloads, 2 rounds, no memory runs
+    .venv/bin/python benchmarks/sleight_throughput.py --skip-memory    # the full figures (both workloads, 3 rounds)
+    .venv/bin/python benchmarks/sleight_throughput.py --memory-only    # the 200 vs 2,000-trial peak memory
 """
 
 from __future__ import annotations
@@ -45,7 +50,10 @@ def trials(backend, n_q: int, n_w: int, spread: bool = False):
     return [(qid, backend.chat_ids([{"role": "user", "content": q}]), words) for qid, q in qs]
 
 
-def matmul_flops(n: int = 1024, reps: int = 3) -> float:
+MATMUL_N = 1024
+
+
+def matmul_flops(n: int = MATMUL_N, reps: int = 3) -> float:
     """float32 FLOP/s of one n x n x n matmul on this machine now (best of ``reps``): the ceiling."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
@@ -71,7 +79,7 @@ def run_engine(backend, det, tset, budget, batch, matched=True):
     for r in eng.run([QuestionTask(q, p, list(w), False) for q, p, w in tset]):
         for sub, tr in r.trials.items():
             out[(r.question_id, sub)] = tr.token_ids
-    return out, time.perf_counter() - t0, eng.stats["tokens"]
+    return out, time.perf_counter() - t0, dict(eng.stats)
 
 
 # ------------------------------------------------------------------ 2. naive, KV cache, batch 1
@@ -110,13 +118,15 @@ def naive_trial(model, det, eos, prompt, sub, budget):
     return out
 
 
-def run_naive(backend, det, tset, budget):
+def run_naive(backend, det, tset, budget, only=None):
+    """Every trial (or the trials in ``only``) one at a time."""
     eos = set(backend.eos_ids)
     out = {}
     t0 = time.perf_counter()
     for qid, prompt, words in tset:
         for sub in words:
-            out[(qid, sub)] = naive_trial(backend.model, det, eos, prompt, sub, budget)
+            if only is None or (qid, sub) in only:
+                out[(qid, sub)] = naive_trial(backend.model, det, eos, prompt, sub, budget)
     return out, time.perf_counter() - t0
 
 
@@ -222,16 +232,18 @@ def memory_child(n_q: int, n_w: int, budget: int, batch: int) -> None:
     be = load_backend("embedded", device="cpu")
     det = TriggerDetector(be.tokenizer, ["the"])
     tset = trials(be, n_q, n_w)
+    batch = batch or be.max_batch_size
     run_engine(be, det, tset[:1], 4, batch)  # warm-up
     before = psutil.Process().memory_info().rss
-    _, dt, tokens = run_engine(be, det, tset, budget, batch)
+    _, dt, st = run_engine(be, det, tset, budget, batch)
+    tokens = st["tokens"]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"trials": n_q * n_w, "rss_before": before, "peak": peak, "seconds": dt, "tokens": tokens}))
 
 
-def memory(n_trials: int, budget: int, batch: int, threads: int | None) -> dict:
+def memory(n_trials: int, budget: int, batch: int | None, threads: int | None) -> dict:
     n_w = 100
-    cmd = [sys.executable, __file__, "--memory-child", str(n_trials // n_w), str(n_w), str(budget), str(batch)]
+    cmd = [sys.executable, __file__, "--memory-child", str(n_trials // n_w), str(n_w), str(budget), str(batch or 0)]
     if threads:
         cmd += ["--threads", str(threads)]
     res = subprocess.run(cmd, capture_output=True, text=True, check=True)
@@ -250,28 +262,64 @@ def report_memory(mem_budget: int, args) -> bool:
     return ratio <= 1.15
 
 
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    k = len(xs)
+    return (xs[(k - 1) // 2] + xs[k // 2]) / 2
+
+
 def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, args) -> tuple[bool, bool]:
-    """One workload: engine (with and without matched branches), chunked, naive; agreement, ratios, MFU."""
+    """One workload, interleaved so machine load hits every method alike (the machine is shared):
+    ``--rounds`` rounds each run the engine with and without matched branches, 1/rounds of the
+    naive batch-1 trials and a matmul peak sample; the chunked loop runs once, in the middle round.
+    Ratios: naive total / (rounds x median engine time), chunked / median engine time."""
     tset = trials(be, n_q, n_w, spread)
     n = n_q * n_w
+    batch = args.batch_size or be.max_batch_size
+    R = max(1, args.rounds)
     print(f"\n== workload {name}: {n_q} questions ({', '.join(q for q, _, _ in tset)}) x {n_w} substitutions = "
-          f"{n} trials, {budget} new tokens, batch {args.batch_size}")
-    peak0 = matmul_flops()
-    eng, t_e, dec_tokens = run_engine(be, det, tset, budget, args.batch_size)
-    print(f"engine : {n / t_e:8.2f} trials/s ({t_e:.1f} s, {dec_tokens} decoded token-rows, "
-          f"matched-branch baseline included)", flush=True)
-    eng0, t_e0, dec_tokens0 = run_engine(be, det, tset, budget, args.batch_size, matched=False)
-    peak = max(peak0, matmul_flops())
+          f"{n} trials, {budget} new tokens, batch {batch}, {R} interleaved rounds", flush=True)
+    keys = [(q, w) for q, _, ws in tset for w in ws]
+    slices = [keys[r::R] for r in range(R)]
+    peaks: list[float] = []
+    t_es: list[float] = []
+    t_e0s: list[float] = []
+    eng = eng0 = chk = None
+    nai: dict = {}
+    t_n = 0.0
+    t_c = float("nan")
+    stats: dict = {}
+    for r in range(R):
+        peaks.append(matmul_flops())
+        eng, t_e, stats = run_engine(be, det, tset, budget, batch)
+        t_es.append(t_e)
+        peaks.append(matmul_flops())
+        eng0, t_e0, stats0 = run_engine(be, det, tset, budget, batch, matched=False)
+        t_e0s.append(t_e0)
+        print(f"round {r + 1}: engine {t_e:.1f} s, without matched branches {t_e0:.1f} s", flush=True)
+        if r == R // 2:
+            chk, t_c = run_chunked(be, det, tset, budget, batch)
+            print(f"round {r + 1}: chunked {t_c:.1f} s", flush=True)
+        if not args.skip_naive:
+            part, t = run_naive(be, det, tset, budget, only=set(slices[r]))
+            nai.update(part)
+            t_n += t
+            print(f"round {r + 1}: naive, {len(slices[r])} of {n} trials, {t:.1f} s", flush=True)
+    peaks.append(matmul_flops())
+    t_e, t_e0, peak = _median(t_es), _median(t_e0s), _median(peaks)
+    print(f"engine : {n / t_e:8.2f} trials/s (median {t_e:.1f} s of {R}; {stats['tokens']} decoded token-rows, "
+          f"{stats['steps']} steps, mean batch {stats['tokens'] / max(1, stats['steps']):.1f}; "
+          f"matched-branch baseline included)")
     print(f"engine without matched branches (the same work as the loops below): {n / t_e0:8.2f} trials/s "
-          f"({t_e0:.1f} s, {dec_tokens0} decoded token-rows)", flush=True)
-    chk, t_c = run_chunked(be, det, tset, budget, args.batch_size)
-    print(f"chunked: {n / t_c:8.2f} trials/s ({t_c:.1f} s)", flush=True)
+          f"(median {t_e0:.1f} s; {stats0['tokens']} decoded token-rows, mean batch "
+          f"{stats0['tokens'] / max(1, stats0['steps']):.1f}; model forward {stats0['forward_seconds']:.1f} s = "
+          f"{stats0['forward_seconds'] / stats0['seconds']:.0%} of the engine's time in the last round)")
+    print(f"chunked: {n / t_c:8.2f} trials/s ({t_c:.1f} s)")
     if args.skip_naive:
         nai, t_n = eng, float("nan")
         print("naive  : skipped (--skip-naive)")
     else:
-        nai, t_n = run_naive(be, det, tset, budget)
-        print(f"naive  : {n / t_n:8.2f} trials/s ({t_n:.1f} s)")
+        print(f"naive  : {n / t_n:8.2f} trials/s ({t_n:.1f} s in {R} slices)")
     same0 = sum(eng0[k] == eng[k] for k in eng)
     print(f"engine with vs without matched branches: identical trial tokens on {same0}/{n} trials")
     agree_n = sum(eng[k] == nai[k] for k in eng)
@@ -279,12 +327,14 @@ def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, 
     naive_txt = "not run" if args.skip_naive else f"{agree_n}/{n} trials"
     print(f"agreement: engine = naive on {naive_txt}; engine = chunked on {agree_c}/{n} trials")
     trial_tokens = sum(len(v) for v in eng.values())
-    tps_eng = dec_tokens / t_e
     if not args.skip_plain:
-        tps_plain = plain_greedy_tps(be, tset, budget, args.batch_size)
+        tps_eng = stats["tokens"] / t_e
+        tps_plain = plain_greedy_tps(be, tset, budget, batch)
         print(f"engine decoded {tps_eng:.1f} tok/s vs plain batched greedy generate {tps_plain:.1f} tok/s "
               f"= {tps_eng / tps_plain:.2f} (target >= 0.8)")
     fpt = flop_per_token(be.model)
+    print(f"float32 {MATMUL_N}^3 matmul: median {peak / 1e9:.1f} GFLOP/s, best {max(peaks) / 1e9:.1f} "
+          f"({len(peaks)} samples spread over the rounds)")
     for label, t in (("with matched branches", t_e), ("without", t_e0)):
         delivered = trial_tokens / t
         print(f"MFU on delivered trial tokens ({label}): {delivered:.1f} trial tok/s x {fpt / 1e6:.0f} MFLOP/token "
@@ -298,11 +348,14 @@ def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="small workloads, 2 rounds, no memory runs: minutes, not an hour")
     ap.add_argument("--questions", type=int, default=None)
     ap.add_argument("--words", type=int, default=None)
     ap.add_argument("--max-new-tokens", type=int, default=None)
-    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="rows per step (default: the backend's choice, the largest that memory allows)")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds per workload (default 3, quick 2)")
     ap.add_argument("--memory-budget", type=int, default=None, help="new tokens in the 200/2,000-trial memory runs")
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--memory-only", action="store_true", help="only the 200 vs 2,000-trial memory runs")
@@ -310,8 +363,8 @@ def main() -> int:
     ap.add_argument("--workload", choices=["first", "paper-mix", "both"], default="both",
                     help="first: the first protocol questions; paper-mix: questions spread over the paper preset")
     ap.add_argument("--paper-questions", type=int, default=6)
-    ap.add_argument("--paper-words", type=int, default=8)
-    ap.add_argument("--paper-max-new-tokens", type=int, default=128)
+    ap.add_argument("--paper-words", type=int, default=None, help="default 8 (quick 3)")
+    ap.add_argument("--paper-max-new-tokens", type=int, default=None, help="default 128 (quick 48)")
     ap.add_argument("--skip-naive", action="store_true", help="skip the batch-1 loop (slowest); no naive ratio")
     ap.add_argument("--skip-plain", action="store_true", help="skip plain batched generate")
     ap.add_argument("--memory-child", nargs=4, type=int, help=argparse.SUPPRESS)
@@ -324,23 +377,29 @@ def main() -> int:
     n_q = args.questions or (3 if args.quick else 6)
     n_w = args.words or (6 if args.quick else 16)
     budget = args.max_new_tokens or (32 if args.quick else 64)
+    paper_w = args.paper_words or (3 if args.quick else 8)
+    paper_budget = args.paper_max_new_tokens or (48 if args.quick else 128)
+    args.rounds = args.rounds or (2 if args.quick else 3)
     mem_budget = args.memory_budget or (8 if args.quick else 32)
     if args.memory_only:
         return 0 if report_memory(mem_budget, args) else 1
     be = load_backend("embedded", device="cpu")
     det = TriggerDetector(be.tokenizer, ["the"])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f} "
-          "(shared machine: seconds are noisy; ratios are measured in one process)")
-    run_engine(be, det, trials(be, 1, 1), 4, args.batch_size)  # warm-up
+          "(shared machine: seconds are noisy; ratios come from interleaved rounds in one process)")
+    run_engine(be, det, trials(be, 1, 1), 4, args.batch_size or be.max_batch_size)  # warm-up
     workloads = {"first": (n_q, n_w, budget, False),
-                 "paper-mix": (args.paper_questions, args.paper_words, args.paper_max_new_tokens, True)}
+                 "paper-mix": (args.paper_questions, paper_w, paper_budget, True)}
     chosen = ["first", "paper-mix"] if args.workload == "both" else [args.workload]
     ok = agree = True
     for name in chosen:
         w_ok, w_agree = workload(be, det, name, *workloads[name], args)
         ok, agree = ok and w_ok, agree and w_agree
-    if not args.skip_memory:
+    if args.skip_memory or args.quick:
+        print("\nmemory runs skipped (--quick / --skip-memory); run them alone with --memory-only")
+    else:
         ok = report_memory(mem_budget, args) and ok
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     print("PASS" if ok else "FAIL (see lines above)")
     return 0 if agree else 1
 
