@@ -309,3 +309,16 @@ def test_a_field_added_later_with_a_default_keeps_old_runs_resumable(tmp_path):
         RunStore.open(run, New(rules="appendix-c"))  # a non-default value is a different run
     with pytest.raises(UserError, match=r"differs in: must\)"):
         RunStore.preflight(run, NewRequired(must=3))  # a required field has no default to assume
+
+
+def test_defaults_fill_only_missing_fields_never_stored_ones(tmp_path):
+    class Old(BaseModel):
+        n: int = 1
+
+    class New(Old):
+        rules: str = "reference"
+
+    run = tmp_path / "run"
+    RunStore.open(run, Old(n=5)).close()
+    with RunStore.open(run, New(n=5)) as store:  # the stored n = 5 stands; only `rules` takes its default
+        assert store.spec_dict == {"n": 5, "rules": "reference"}
