@@ -223,9 +223,16 @@ class RunStore:
             raise UserError(f"{path}: cannot open the run database ({first})") from None
         try:
             if not read_only:
+                # Stamp the schema version only on a brand-new database, in one transaction with its
+                # first tables: an existing database without a version row is refused by
+                # _check_version below (a writer must not adopt it silently while readers refuse it).
+                fresh = con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0] == 0
+                con.execute("BEGIN")
                 con.execute("CREATE TABLE IF NOT EXISTS provenance (id VARCHAR PRIMARY KEY, record JSON)")
                 con.execute("CREATE TABLE IF NOT EXISTS meta (name VARCHAR PRIMARY KEY, value VARCHAR)")
-                con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+                if fresh:
+                    con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+                con.execute("COMMIT")
             if check_version:
                 _check_version(con, path)
         except BaseException:

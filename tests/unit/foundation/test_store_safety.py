@@ -87,6 +87,24 @@ def test_other_schema_version_is_refused_naming_both(tmp_path):
             opener()
 
 
+def test_a_database_without_a_version_is_refused_by_writers_as_by_readers(tmp_path):
+    """A writer used to stamp version 1 on any database lacking the row (INSERT OR IGNORE), so a
+    foreign database was adopted by a writer while readers refused it."""
+    run = tmp_path / "run"
+    with RunStore.open(run, Spec()) as store:
+        store.write("t", rows(1))
+    con = duckdb.connect(str(run / "records.duckdb"))
+    con.execute("DELETE FROM meta WHERE name = 'schema_version'")
+    con.close()
+    for opener in (lambda: RunStore.open_existing(run, read_only=True), lambda: RunStore.open_existing(run),
+                   lambda: RunStore.open(run, Spec())):
+        with pytest.raises(UserError, match=r"written with store no schema version"):
+            opener()
+    con = duckdb.connect(str(run / "records.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM meta").fetchone()[0] == 0  # nothing was stamped
+    con.close()
+
+
 def test_garbage_spec_and_garbage_database_are_one_line(tmp_path):
     run = tmp_path / "run"
     RunStore.open(run, Spec()).close()
