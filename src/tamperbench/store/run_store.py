@@ -226,7 +226,7 @@ class RunStore:
                 # Stamp the schema version only on a brand-new database, in one transaction with its
                 # first tables: an existing database without a version row is refused by
                 # _check_version below (a writer must not adopt it silently while readers refuse it).
-                fresh = con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0] == 0
+                fresh = con.execute("SELECT count(*) FROM information_schema.tables").fetchone() == (0,)
                 con.execute("BEGIN")
                 con.execute("CREATE TABLE IF NOT EXISTS provenance (id VARCHAR PRIMARY KEY, record JSON)")
                 con.execute("CREATE TABLE IF NOT EXISTS meta (name VARCHAR PRIMARY KEY, value VARCHAR)")
