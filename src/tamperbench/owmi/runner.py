@@ -93,6 +93,9 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
         have = store.keys(RUNS_TABLE)
         for model in spec.models:
             backend = load_backend(model, device=spec.device, dtype=spec.dtype)
+            from tamperbench.suites import get_suite
+
+            get_suite("owmi").check_backend(backend)  # hooks and whole distributions, or one line now
             for i, obj in enumerate(spec.objects):  # refuse a bad object before any compute
                 resolve(backend.model, obj, field=f"objects[{i}]")
             observers = [(o, load_backend(o, device=spec.device, dtype=spec.dtype)) for o in spec.observer_models]
