@@ -200,7 +200,7 @@ EQUIVALENT += [
     (_S + "bootstrap.py", "x_detection_bootstrap_loop", "rng.integers(n_clusters, size=n_clusters)",
      "integers(high) with one bound draws from [0, high): the same call, the same stream"),
     *[("src/tamperbench/store/lock.py", f, ".decode(\"ASCII\",", "codec names are case-insensitive")
-      for f in ("x_preflight", "x_acquire")],
+      for f in ("x_preflight", "x_acquire", "x__held_elsewhere")],
     ("src/tamperbench/store/lock.py", "x_acquire", "os.ftruncate(fd, 1)",
      "the pid written next at offset 0 always covers the one byte kept"),
     *[("src/tamperbench/store/run_store.py", "x_canonical_json", n, v) for n, v in (

@@ -37,6 +37,14 @@ def _describe(err: OSError, path: Path) -> str:
     return f"{path}: cannot write here ({err.strerror or err})"
 
 
+def _held_elsewhere(fd: int, run_dir: Path) -> UserError:
+    """The refusal when another process holds the lock open as ``fd``: it names the holder's pid,
+    which the holder wrote into the lock file."""
+    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+    return UserError(f"{run_dir}: another process (pid {holder}) is writing this run; "
+                     "wait for it to finish or use another --out")
+
+
 def acquire(run_dir: Path) -> str:
     """Take the exclusive writer lock of ``run_dir`` (created if missing); returns the handle key."""
     try:
@@ -60,10 +68,9 @@ def acquire(run_dir: Path) -> str:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                refusal = _held_elsewhere(fd, run_dir)
                 os.close(fd)
-                raise UserError(f"{run_dir}: another process (pid {holder}) is writing this run; "
-                                "wait for it to finish or use another --out") from None
+                raise refusal from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         _held[key] = (fd, 1)
@@ -137,8 +144,6 @@ def preflight(run_dir: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-        raise UserError(f"{run_dir}: another process (pid {holder}) is writing this run; "
-                        "wait for it to finish or use another --out") from None
+        raise _held_elsewhere(fd, run_dir) from None
     finally:
         os.close(fd)  # releases the probe lock, if it was taken
