@@ -75,19 +75,33 @@ def render_run(run_dir: Path, console: Console) -> None:
 
 
 @app.command("table")
-def table_cmd(run_dir: Path = typer.Argument(..., help="A sleight run directory."),
+def table_cmd(run_dirs: list[Path] = typer.Argument(..., help="One sleight run directory, or several (one model "
+                                                               "each) to pool into one table."),
               layout: str = typer.Option("default", "--layout",
                                          help="default (intervals, extra columns) or paper (the paper's columns "
-                                              "and rounding).")) -> None:
-    """Print Tables 1-3 of a run and save them there (tables.md, tables.json)."""
+                                              "and rounding)."),
+              out: Path | None = typer.Option(None, "--out", help="Where tables.md and tables.json go (default: the "
+                                                                  "run; required with several runs).")) -> None:
+    """Print Tables 1-3 of a run (or of several runs pooled, as the paper's tables pool its models) and
+    save them (tables.md, tables.json)."""
+    from contextlib import ExitStack
+
     from tamperbench.sleight.records import TRIALS_TABLE
-    from tamperbench.sleight.tables import render
+    from tamperbench.sleight.tables import render_runs
     from tamperbench.store import RunStore
 
-    with RunStore.open_existing(run_dir, read_only=True) as store:
-        if store.spec_dict.get("suite") != "sleight" or not store.has_table(TRIALS_TABLE):
-            raise UserError(f"{run_dir}: not a sleight run (no {TRIALS_TABLE} table)")
-        render(store, Console(), layout=layout)
+    if len(run_dirs) > 1 and out is None:
+        raise UserError("--out: required with several runs (the directory for the pooled tables.md and tables.json)")
+    if len({d.resolve() for d in run_dirs}) != len(run_dirs):
+        raise UserError("RUN_DIRS: the same run is given twice")
+    with ExitStack() as stack:
+        stores = []
+        for d in run_dirs:
+            store = stack.enter_context(RunStore.open_existing(d, read_only=True))
+            if store.spec_dict.get("suite") != "sleight" or not store.has_table(TRIALS_TABLE):
+                raise UserError(f"{d}: not a sleight run (no {TRIALS_TABLE} table)")
+            stores.append(store)
+        render_runs(stores, Console(), layout=layout, out_dir=out)
 
 
 def main() -> None:  # pragma: no cover - for `python -m tamperbench.sleight.cli`

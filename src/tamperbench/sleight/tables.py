@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -118,22 +119,65 @@ def notes(judge: dict | None) -> list[str]:
     return out
 
 
+# spec fields that change what a Delta or a rate means: runs pooled into one table must agree on them
+COMPARABLE_FIELDS = ("triggers", "window", "max_new_tokens", "topk")
+
+
 def render(store, console: Console | None = None, layout: str = "default") -> dict:
-    """Compute, print and save the tables (``layout``: default or paper); returns the JSON that was saved."""
+    """Compute, print and save the tables of one run into the run (``layout``: default or paper)."""
+    return render_runs([store], console, layout, Path(store.run_dir))
+
+
+def _check_comparable(stores) -> None:
+    """Several runs pool into one table only when they measured the same thing, each model once."""
+    first = stores[0].spec_dict
+    for st in stores[1:]:
+        for f in COMPARABLE_FIELDS:
+            a, b = first.get(f), st.spec_dict.get(f)
+            if (list(a) if isinstance(a, (list, tuple)) else a) != (list(b) if isinstance(b, (list, tuple)) else b):
+                raise UserError(f"{st.run_dir}: spec field '{f}' is {b!r} but {stores[0].run_dir} has {a!r}; "
+                                f"runs pooled into one table must share it")
+
+
+def _unique_models(per_run: list[tuple[Any, list[dict]]]) -> None:
+    seen: dict[str, Any] = {}
+    for st, summ in per_run:
+        for m in summ:
+            key = m["model"]
+            if key in seen and seen[key] is not st:
+                raise UserError(f"model '{key}' is in both {seen[key].run_dir} and {st.run_dir}; "
+                                f"pool runs of different models (or merge the runs first)")
+            seen[key] = st
+
+
+def render_runs(stores, console: Console | None = None, layout: str = "default", out_dir: Path | None = None) -> dict:
+    """Tables 1-3 over one or several runs (one row per model; Table 2's pooled row sums counts over
+    every model of every run, as the reference's table script pools its models), saved in ``out_dir``."""
     if layout not in LAYOUTS:
         raise UserError(f"--layout: '{layout}' is not one of {', '.join(LAYOUTS)}")
+    if not stores:
+        raise UserError("no run given")
     console = console or Console()
     if not console.is_terminal and console.width < 160:
         console.width = 160  # piped / captured output: do not fold the interval columns into 80 columns
-    spec = store.spec_dict
-    summ = summarize(store, window=spec.get("window", 8), seed=spec.get("seed", 0))
-    judge = judge_setup(store)
+    _check_comparable(stores)
+    per_run = [(st, summarize(st, window=st.spec_dict.get("window", 8), seed=st.spec_dict.get("seed", 0)))
+               for st in stores]
+    _unique_models(per_run)
+    summ = [m for _, s in per_run for m in s]
+    judges = {Path(st.run_dir).name: judge_setup(st) for st in stores}
+    spec = stores[0].spec_dict
     built = {"table1": table1(summ), "table1b": table1b(summ), "table2": table2(summ), "table3": table3(summ)}
     paper = paper_layout.build(summ)
     shown, titles = (paper, paper_layout.TITLES) if layout == "paper" else (built, TITLES)
-    md = [f"# Sleight of Word: {escape_markdown(Path(store.run_dir).name)}", "",
-          f"Triggers: {', '.join(escape_markdown(t) for t in spec.get('triggers', []))}; budget {spec.get('max_new_tokens')} tokens; "
-          f"{len(spec.get('questions', []))} questions x {len(spec.get('substitutions', []))} substitutions.", ""]
+    names = ", ".join(escape_markdown(n) for n in judges)
+    sizes = [f"{len(st.spec_dict.get('questions', []))} questions x {len(st.spec_dict.get('substitutions', []))} "
+             f"substitutions" for st in stores]
+    if len(stores) > 1:
+        sizes = [f"{escape_markdown(Path(st.run_dir).name)}: {z}" for st, z in zip(stores, sizes)]
+    md = [f"# Sleight of Word: {names}", "",
+          f"Triggers: {', '.join(escape_markdown(t) for t in spec.get('triggers', []))}; budget "
+          f"{spec.get('max_new_tokens')} tokens; " + "; ".join(sizes) + ".", ""]
     for name, (head, rows) in shown.items():
         t = Table(title=titles[name], title_justify="left")
         for i, h in enumerate(head):
@@ -142,17 +186,31 @@ def render(store, console: Console | None = None, layout: str = "default") -> di
             t.add_row(*r)
         console.print(t)
         md.append(_markdown(titles[name], head, rows))
-    for line in notes(judge):
+    lines = notes(judges[next(iter(judges))]) if len(stores) == 1 else _notes_many(judges)
+    for line in lines:
         console.print(line, highlight=False)
         md.append(line + "\n")
     if not summ:
         console.print("[yellow]no trials stored in this run yet[/yellow]")
+    judge = judges[next(iter(judges))] if len(stores) == 1 else judges
     out = {"spec": {k: spec.get(k) for k in ("model", "preset", "triggers", "max_new_tokens", "window", "topk")},
-           "layout": layout, "delta_rule": "reference", "delta_rules": RULE_TEXT, "judge": judge, "notes": notes(judge),
+           "runs": [str(st.run_dir) for st in stores],
+           "layout": layout, "delta_rule": "reference", "delta_rules": RULE_TEXT, "judge": judge, "notes": lines,
            "models": summ,
            "tables": {k: {"columns": h, "rows": r} for k, (h, r) in built.items()},
            "paper_tables": {k: {"columns": h, "rows": r} for k, (h, r) in paper.items()}}
-    run_dir = Path(store.run_dir)
-    (run_dir / "tables.md").write_text("\n".join(md))
-    (run_dir / "tables.json").write_text(json.dumps(out, indent=2))
+    out_dir = Path(out_dir if out_dir is not None else stores[0].run_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out: {out_dir} exists and is not a directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "tables.md").write_text("\n".join(md))
+    (out_dir / "tables.json").write_text(json.dumps(out, indent=2))
+    return out
+
+
+def _notes_many(judges: dict[str, dict | None]) -> list[str]:
+    """The Delta-rule line once, then each run's judge setup prefixed with the run's name."""
+    out = notes(None)[:1]
+    for run, judge in judges.items():
+        out += [f"{run}: {line}" for line in notes(judge)[1:]]
     return out
