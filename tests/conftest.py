@@ -7,6 +7,7 @@ touch the user's ~/.cache and the dequantized weights are built once per checkou
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,33 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.model)
 
 
+def _one_thread_per_process() -> None:
+    """The fast suite (no ``model`` test selected) runs numpy/scipy/torch on one thread.
+
+    WHY: its torch tests use tiny random models (32-wide layers) where intra-op parallelism buys
+    nothing, and on a shared 2-core machine an OpenMP pool of 2 spin-waits whenever the other core
+    is busy: measured under load 5, tests/integration/models/test_architecture_parity.py's decoder
+    cases took 17.5 s with 2 threads and 8.5 s with 1. The model tests keep the default pool.
+    """
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # for a torch imported later in this process
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)  # BLAS and OpenMP pools already loaded (numpy, scipy, torch)
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        pass
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 def pytest_collection_finish(session):
+    if not any(item.get_closest_marker("model") for item in session.items):
+        _one_thread_per_process()
+    _build_model_cache(session)
+
+
+def _build_model_cache(session):
     """Build the embedded model's dequantized cache once, before any test runs, when a selected test
     needs the model. WHY: the first load prints a "dequantizing ..." line and takes ~30 s; left to
     whichever test loads first, that line lands in one test's stderr and its one-line-error check
@@ -63,3 +90,56 @@ def pytest_collection_finish(session):
         from tamperbench.models.sources import resolve
 
         resolve("embedded")
+
+
+@pytest.fixture
+def tb_inprocess(monkeypatch):
+    """``tb_inprocess(*args, cwd=None, env=None)`` runs ``tamperbench ARGS`` through the console entry
+    point itself (``tamperbench.cli.main``: argv check, typer, the error classifier, ``sys.exit``) in
+    this process and returns a CompletedProcess with its exit status, stdout and stderr.
+
+    WHY: a subprocess costs an interpreter start and the imports (~0.5 s each, seconds on a loaded
+    2-core machine) and proves nothing more for a test about a message or an exit status; the real
+    ``python -m tamperbench.cli`` route keeps its own subprocess tests (tests/e2e/foundation/
+    test_cli_errors.py, the non-UTF-8 argv and cold-cache cases of test_hostile_inputs.py). What a
+    subprocess would show on stderr still shows here: Python's default warning filters are restored
+    and pytest's log capture is lifted for the call, so a stray warning or log line fails a
+    one-line check as it would at the command line.
+    """
+    import contextlib
+    import io
+    import logging
+    import subprocess
+    import warnings
+
+    def _warning_to_stderr(msg: warnings.WarningMessage) -> None:
+        sys.stderr.write(warnings.formatwarning(msg.message, msg.category, msg.filename, msg.lineno, msg.line))
+
+    def run(*args, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        from tamperbench.cli import main
+
+        argv = ["tamperbench", *(os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in args)]
+        out, err = io.StringIO(), io.StringIO()
+        code: int = 0
+        with monkeypatch.context() as m:
+            m.setattr(sys, "argv", argv)
+            m.setenv("HF_HUB_OFFLINE", "1")
+            m.delenv("TAMPERBENCH_DEBUG", raising=False)
+            for k, v in (env or {}).items():
+                m.setenv(k, v)
+            if cwd is not None:
+                m.chdir(cwd)
+            m.setattr(logging.root, "handlers", [])  # unhandled log records reach stderr (logging.lastResort)
+            m.setattr(warnings, "_showwarnmsg_impl", _warning_to_stderr)  # pytest records them otherwise
+            with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                warnings.resetwarnings()  # the interpreter's defaults, not pytest's
+                for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                    warnings.simplefilter("ignore", category)
+                warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+                try:
+                    main()
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+    return run

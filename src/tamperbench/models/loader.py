@@ -2,33 +2,54 @@
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 import tamperbench
 from tamperbench.errors import UserError
 from tamperbench.models.provenance import ModelProvenance
 from tamperbench.models.sources import resolve
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported only once the input is known good: a typo in --device or --model is refused
+# in a fraction of a second instead of after the ~2 s torch + transformers import.
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def check_device(device: str) -> None:
+    """Refuse a bad --device without loading the model (torch is imported only to ask for cuda)."""
+    if device not in ("cpu", "cuda", "auto"):
+        raise UserError(f"--device: '{device}' is not one of cpu, cuda, auto")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device: cuda was asked for but torch sees no CUDA device")
+
+
+def check_dtype(dtype: str | None) -> None:
+    if dtype is not None and dtype not in DTYPES:
+        raise UserError(f"--dtype: '{dtype}' is not one of {', '.join(DTYPES)}")
 
 
 def resolve_device(device: str) -> torch.device:
+    import torch
+
+    check_device(device)
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in ("cpu", "cuda"):
-        raise UserError(f"--device: '{device}' is not one of cpu, cuda, auto")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device: cuda was asked for but torch sees no CUDA device")
     return torch.device(device)
 
 
 def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
     """float32 on CPU (exact, and CPU half precision is slow); bfloat16 on GPU unless asked."""
+    import torch
+
     if dtype is None:
         return torch.float32 if device.type == "cpu" else torch.bfloat16
-    if dtype not in DTYPES:
-        raise UserError(f"--dtype: '{dtype}' is not one of {', '.join(DTYPES)}")
-    return DTYPES[dtype]
+    check_dtype(dtype)
+    return getattr(torch, dtype)
 
 
 def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | None = None,
@@ -45,6 +66,12 @@ def load_hf(spec: str = "embedded", *, device: str = "auto", dtype: str | None =
     from tamperbench.models.templating import MISSING_TEMPLATE_HINT, resolve_chat_template
 
     template = resolve_chat_template(chat_template)  # a bad file is refused before any loading
+    if batch_size is not None and batch_size < 1:
+        raise UserError(f"--batch-size: must be a positive integer, got {batch_size}")
+    check_device(device)
+    check_dtype(dtype)
+    src = resolve(spec)  # a missing path, a non-GGUF file, an unreachable hub id: refused before torch loads
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -52,11 +79,8 @@ def load_hf(spec: str = "embedded", *, device: str = "auto", dtype: str | None =
 
     from tamperbench.models.hf import HFBackend, choose_batch_size
 
-    if batch_size is not None and batch_size < 1:
-        raise UserError(f"--batch-size: must be a positive integer, got {batch_size}")
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
-    src = resolve(spec)
     try:
         tok = AutoTokenizer.from_pretrained(src.load_dir)
     except Exception as err:

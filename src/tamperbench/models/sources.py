@@ -180,7 +180,9 @@ def _build_gguf_cache(gguf: Path, folder: Path) -> None:
     import torch
     from rich.console import Console
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # as load_hf does: the one dim line below says what happens
     Console(stderr=True).print(f"[dim]dequantizing {gguf.name} once; cached under {folder}[/dim]")
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder.parent))

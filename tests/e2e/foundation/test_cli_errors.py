@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,25 @@ def test_spec_file_with_unknown_suite(tmp_path):
 def test_negative_batch_size():
     assert_one_line_error(run_cli("quote", "run", "--out", "/tmp/never-written", "--batch-size", "-3"),
                           "--batch-size")
+
+
+def test_bad_model_device_or_dtype_is_refused_before_torch_loads(tmp_path):
+    """The refusals above come before the ~2 s torch + transformers import (loader.load_hf checks
+    names and resolves the source first): a typo is answered at once."""
+    (tmp_path / "fake.gguf").write_text("hello")
+    code = textwrap.dedent("""
+        import sys
+        from tamperbench.cli import main
+        for argv in (["--model", sys.argv[1]], ["--model", sys.argv[2]], ["--device", "tpu"], ["--dtype", "float8"]):
+            sys.argv = ["tamperbench", "answer", *argv]
+            try:
+                main()
+            except SystemExit as e:
+                print(e.code, "torch" in sys.modules, "transformers" in sys.modules)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "missing"), str(tmp_path / "fake.gguf")],
+                          capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=300)
+    assert proc.stdout.split("\n")[:4] == ["2 False False"] * 4, (proc.stdout, proc.stderr)
+    errors = proc.stderr.splitlines()
+    assert len(errors) == 4 and "does not exist" in errors[0] and "not a GGUF file" in errors[1], errors
+    assert errors[2].startswith("error: --device") and errors[3].startswith("error: --dtype"), errors

@@ -1,7 +1,9 @@
-"""Issue 15, table-driven: every hostile input it lists, through the real CLI in a subprocess.
+"""Issue 15, table-driven: every hostile input it lists, through the real CLI entry point.
 
-Each case prepares its inputs under ``tmp/inputs``, runs ``python -m tamperbench.cli ...`` with
-``tmp/cwd`` as the working directory, then checks: the exit status; for a refusal, exactly one
+Each case prepares its inputs under ``tmp/inputs``, runs ``tamperbench ...`` with ``tmp/cwd`` as the
+working directory (in this process through ``tamperbench.cli.main``, the ``tb_inprocess`` fixture of
+tests/conftest.py; in a ``python -m tamperbench.cli`` subprocess where the process matters: argv bytes
+that are not UTF-8, a cold model cache in its own home, a chmod'ed run), then checks: the exit status; for a refusal, exactly one
 stderr line starting ``error:`` that names the culprit, and no traceback; and that no file
 appeared anywhere under ``tmp`` except inside the case's declared output paths (so an injected
 ``COPY ... TO 'pwned.csv'`` or a stray file in the current directory fails the case).
@@ -193,14 +195,17 @@ def assert_allowed(tmp: Path, before: set[Path], outs: list) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_hostile_input(case: Case, tmp_path: Path):
+def test_hostile_input(case: Case, tmp_path: Path, tb_inprocess):
     if case.sysfs and not UNWRITABLE:
         pytest.skip("needs /sys (sysfs) to refuse new files")
     (tmp_path / "inputs").mkdir()
     (tmp_path / "cwd").mkdir()
     argv, outs = case.prepare(tmp_path / "inputs")
     before = listing(tmp_path)
-    proc = run_case(tmp_path, argv, outs)
+    if any(isinstance(a, bytes) for a in argv):  # bytes the interpreter must decode at startup
+        proc = run_case(tmp_path, argv, outs)
+    else:
+        proc = tb_inprocess(*argv, cwd=tmp_path / "cwd")
     assert proc.returncode == case.status, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
     if case.status == 2:

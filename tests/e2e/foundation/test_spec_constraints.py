@@ -7,9 +7,6 @@ leave no run directory behind (issue 15 item 7: ``window: -3`` and ``topk: 0`` u
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -37,12 +34,11 @@ CASES = [
 
 
 @pytest.mark.parametrize("base, change, field", CASES, ids=[f"{c[2]}={list(c[1].values())[0]}" for c in CASES])
-def test_bad_spec_field_is_refused_before_the_run_dir_exists(tmp_path, base, change, field):
+def test_bad_spec_field_is_refused_before_the_run_dir_exists(tmp_path, tb_inprocess, base, change, field):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({**base(), **change}))
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "tamperbench.cli", "run", str(spec), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    proc = tb_inprocess("run", spec, "--out", out)  # the entry point in-process (the subprocess route: test_cli_errors)
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
