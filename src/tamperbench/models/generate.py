@@ -40,9 +40,13 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
 
     ``share_prefix``: prefill each shared prompt prefix once (models/prefix_share.py). Where the
     time went (prefill vs decode tokens and seconds) is left in ``backend.generation_stats``."""
+    from tamperbench.models.memory import generation_batch
     from tamperbench.models.prefix_share import PrefixAdmitter
 
-    dec = backend.step_decoder(capacity=min(backend.max_batch_size, max(1, len(prompts))))
+    # rows sized by this call's longest prompt (memory.py): a long-prompt batch is split, not crashed
+    rows = generation_batch(backend.model, backend.device, prompt_len=max(map(len, prompts), default=1),
+                            new_tokens=max_new_tokens, cap=min(backend.max_batch_size, max(1, len(prompts))))
+    dec = backend.step_decoder(capacity=rows)
     queue = PrefixAdmitter(dec, prompts, share=share_prefix)
     row_of: dict[int, int] = {}  # row id -> prompt index
     gens: dict[int, torch.Generator] = {}
@@ -97,5 +101,5 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
         "prompts": len(prompts), "prefill_tokens": queue.prefill_tokens,
         "prefill_tokens_alone": queue.prefill_tokens_alone, "prefill_seconds": queue.prefill_seconds,
         "decode_tokens": n_tokens, "decode_seconds": wall - queue.prefill_seconds, "seconds": wall,
-        "shared_groups": sum(g.prefix > 0 for g in queue.groups)}
+        "shared_groups": sum(g.prefix > 0 for g in queue.groups), "batch_rows": rows}
     return results  # type: ignore[return-value]

@@ -1,17 +1,49 @@
-"""Pick a decoding batch size from the memory actually free, capped by the user's --batch-size.
+"""Pick a decoding batch size from the memory actually free and the prompt length being decoded.
 
 Why: a batch that does not fit is a crash an hour into a run; a batch far below what fits wastes
-most of the throughput (batch 64 decodes ~10x faster per token than batch 1 on CPU).
+most of the throughput (batch 64 decodes ~10x faster per token than batch 1 on CPU). The KV cache
+of a row grows with its prompt: the Exact Words ``depth`` preset (~3,200-token prompts) holds
+~150 MB of keys and values per row of the embedded model, so its no-reuse baseline at the length-
+blind batch 64 held 13 GB. :func:`generation_batch` therefore sizes every generation call by its
+own longest prompt; :func:`choose_batch_size` (load time, length unknown) guesses 1,024 tokens.
+
+The rule (bytes; every term is what the step decoder and the prefill forwards allocate):
+
+- per decoding row: KV bytes per token x the columns the decoder may hold for it
+  (:func:`decoder_columns`), plus its pending float32 distributions and their step temporaries;
+- once: the transient of one prefill forward (the decoder prefills at most ``PREFILL_TOKENS``
+  tokens per forward, prefix sharing as many suffix rows as fit in that many columns): the
+  forward's own KV, the activations of a llama-style layer at its peak, and the attention
+  temporaries, which depend on the attention implementation (:func:`prefill_bytes`);
+- once: a shared prefix held at batch 1 while its rows wait for slots (one prompt's KV).
+
+The largest batch whose total fits in ``fraction`` of free memory is taken, at most the cap.
+tests/unit/models/test_memory_rule.py checks the rule against hand-computed numbers.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import psutil
 import torch
 
 from tamperbench.errors import UserError
 
+__all__ = ["DEFAULT_CAP", "choose_batch_size", "decoder_columns", "free_bytes", "generation_batch",
+           "kv_bytes_per_token", "prefill_bytes", "rows_that_fit"]
+
 DEFAULT_CAP = 64  # beyond this CPU throughput stops improving; GPUs may pass a larger cap
+# Tokens per prefill forward: the step decoder's _PREFILL_TOKENS and prefix_share's _PREFILL_COLUMNS
+# (tests/unit/models/test_memory_rule.py checks that the three agree).
+PREFILL_TOKENS = 16384
+# Activation floats alive per prefill token at a llama layer's MLP peak: residual, norm, q, the
+# grouped keys/values repeated to every head, gate, up, act(gate) and their product; x 2.5 for
+# allocator slack. Measured on the embedded model (peak RSS, one thread, sdpa): 4 rows x 3,200
+# tokens peaked 423 MB above their KV (33 KB a token), 16 x 400 tokens 532 MB (83 KB); this rule
+# says 96 KB a token (the prefill term then bounds every measured peak; eager too, 1 x 3,200).
+_ACT_SLACK_X2 = 5  # twice the slack factor, to stay in integers
 
 
 def kv_bytes_per_token(model) -> int:
@@ -22,24 +54,150 @@ def kv_bytes_per_token(model) -> int:
     return 2 * cfg.num_hidden_layers * heads * head_dim * itemsize
 
 
+def decoder_columns(prompt_len: int, new_tokens: int) -> int:
+    """The most KV columns the step decoder may hold per row for prompts of ``prompt_len`` tokens.
+
+    Rows admitted later are right-aligned, so leading columns no live row uses pile up; the decoder
+    drops them (``_trim_leading``) only once they are a quarter of the columns, checks every 16
+    steps, and grows its buffers 64 columns at a time: at most 4/3 of a row's span, plus 16 + 64.
+    """
+    return (4 * (prompt_len + new_tokens)) // 3 + 16 + 64
+
+
+def _activation_bytes_per_token(cfg, itemsize: int) -> int:
+    heads = cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    inter = getattr(cfg, "intermediate_size", None) or 4 * cfg.hidden_size
+    floats = 4 * cfg.hidden_size + 2 * heads * head_dim + 4 * inter
+    return _ACT_SLACK_X2 * floats * itemsize // 2
+
+
+def prefill_bytes(model, rows: int, length: int) -> int:
+    """Transient bytes of one prefill forward of ``rows`` prompts of ``length`` tokens.
+
+    The forward's own KV cache (copied into the decoder's buffers afterwards), the activations, and
+    the attention temporaries: ``sdpa`` on CPU runs a flash kernel (measured: no rows x heads x L x L
+    score matrix) but transformers hands it a 4-D boolean mask, rows x L x L bytes; ``eager``
+    materialises the scores, the masked scores and the softmax in float32, 3 x rows x heads x L x L."""
+    cfg = model.config
+    itemsize = next(model.parameters()).element_size()
+    tokens = rows * length
+    per_token = kv_bytes_per_token(model) + _activation_bytes_per_token(cfg, itemsize)
+    impl = getattr(cfg, "_attn_implementation", None) or "eager"
+    if impl == "eager":
+        square = 3 * cfg.num_attention_heads * 4
+    elif impl == "sdpa":
+        square = 1
+    else:  # flash-attention-2 and kin: no square term at all
+        square = 0
+    return tokens * per_token + rows * length * length * square
+
+
+def _state_bytes_per_row(cfg) -> int:
+    # pending and previous log-probs, plus logits / log_softmax / softmax / entropy temporaries
+    return 8 * 4 * cfg.vocab_size
+
+
+def footprint(model, rows: int, *, prompt_len: int, new_tokens: int) -> int:
+    """Peak bytes of decoding ``rows`` rows of prompts up to ``prompt_len`` tokens (module docstring)."""
+    cfg = model.config
+    kv = kv_bytes_per_token(model)
+    layers = cfg.num_hidden_layers
+    # growing a buffer reallocates one layer's keys or values at a time; trimming clones one
+    per_row_kv = kv * decoder_columns(prompt_len, new_tokens)
+    kv_total = rows * per_row_kv + (3 * rows * per_row_kv) // (2 * layers)
+    chunk_rows = max(1, min(rows, PREFILL_TOKENS // max(1, prompt_len)))
+    held_prefix = kv * prompt_len
+    return (kv_total + rows * _state_bytes_per_row(cfg) + prefill_bytes(model, chunk_rows, prompt_len)
+            + held_prefix)
+
+
+def rows_that_fit(model, *, prompt_len: int, new_tokens: int, budget: int, cap: int = 1 << 16) -> int:
+    """Largest batch (at most ``cap``) whose :func:`footprint` is within ``budget`` bytes; 0 if none."""
+    lo, hi = 0, cap
+    while lo < hi:  # footprint grows with rows: binary search
+        mid = (lo + hi + 1) // 2
+        if footprint(model, mid, prompt_len=prompt_len, new_tokens=new_tokens) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _cgroup_free() -> int | None:
+    """Bytes left under a cgroup v2 memory limit (containers): /proc/meminfo shows the host's."""
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit == "max":
+            return None
+        return int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def free_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
         return int(free)
-    return int(psutil.virtual_memory().available)
+    avail = int(psutil.virtual_memory().available)
+    cg = _cgroup_free()
+    return avail if cg is None else max(0, min(avail, cg))
+
+
+_noted: set[str] = set()
+
+
+def _note(msg: str) -> None:
+    """A one-line note on stderr, once per distinct message (a run calls generation many times)."""
+    if msg not in _noted:
+        _noted.add(msg)
+        print(f"note: {msg}", file=sys.stderr, flush=True)
+
+
+def _gb(n: int) -> str:
+    return f"{n / 2**30:.1f} GB"
+
+
+def generation_batch(model, device, *, prompt_len: int, new_tokens: int, cap: int, fraction: float = 0.5,
+                     budget: int | None = None) -> int:
+    """Rows to decode at once for prompts up to ``prompt_len`` tokens: at most ``cap`` (the
+    backend's batch size, a user's ``--batch-size``), lowered with a note when it would not fit.
+
+    Why lower instead of refusing: what fits depends on each call's longest prompt and on what other
+    processes hold at that moment, neither of which a user can know when typing ``--batch-size``; a
+    smaller batch decodes the same greedy tokens (and sampling is seeded per conversation), so it
+    changes speed, not results. Refused (one line) only when not even one row fits."""
+    if cap < 1:
+        raise UserError(f"--batch-size must be a positive integer, got {cap}")
+    device = torch.device(device)
+    if budget is None:
+        budget = int(free_bytes(device) * fraction)
+    fit = rows_that_fit(model, prompt_len=prompt_len, new_tokens=new_tokens, budget=budget, cap=cap)
+    if fit < 1:
+        need = footprint(model, 1, prompt_len=prompt_len, new_tokens=new_tokens)
+        raise UserError(f"a {prompt_len}-token prompt needs {_gb(need)} to decode, but only {_gb(budget)} "
+                        f"is available for it ({fraction:g} of free {device.type} memory); free memory or "
+                        f"shorten the prompt")
+    if fit < cap:
+        row = kv_bytes_per_token(model) * decoder_columns(prompt_len, new_tokens)
+        _note(f"batch lowered from {cap} to {fit} rows for prompts of up to {prompt_len} tokens + {new_tokens} "
+              f"new: KV {row / 2**20:.0f} MB a row, {_gb(budget)} available ({fraction:g} of free memory)")
+    return fit
 
 
 def choose_batch_size(model, device, *, seq_len: int = 1024, cap: int | None = None,
                       fraction: float = 0.5) -> int:
-    """Largest batch whose KV cache, pending float32 distributions and activations fit in
-    ``fraction`` of free memory, at most ``cap`` (default 64 on CPU, 256 on GPU)."""
+    """Load-time batch size, before any prompt is known: the rows that fit at ``seq_len`` tokens, at
+    most ``cap`` (default 64 on CPU, 256 on GPU). Each generation call re-checks with its own
+    prompt length (:func:`generation_batch`)."""
     if cap is not None and cap < 1:
         raise UserError(f"--batch-size must be a positive integer, got {cap}")
     device = torch.device(device)
-    cfg = model.config
-    per_row = (kv_bytes_per_token(model) * seq_len * 2  # x2: buffer growth / compaction copies
-               + 4 * cfg.vocab_size * 6  # logits, log-probs, probs, previous log-probs
-               + 4 * seq_len * cfg.hidden_size * 4)  # prefill activations
-    fit = max(1, int(free_bytes(device) * fraction) // per_row)
+    budget = int(free_bytes(device) * fraction)
     default_cap = 256 if device.type == "cuda" else DEFAULT_CAP
-    return max(1, min(fit, cap if cap is not None else default_cap))
+    limit = cap if cap is not None else default_cap
+    fit = max(1, rows_that_fit(model, prompt_len=seq_len, new_tokens=0, budget=budget, cap=limit))
+    if cap is not None and fit < cap:
+        _note(f"--batch-size {cap} lowered to {fit}: {cap} rows of {seq_len} tokens would not fit in "
+              f"{_gb(budget)} ({fraction:g} of free {device.type} memory)")
+    return fit
