@@ -64,10 +64,12 @@ def toy_module(tmp_path):
 def test_killed_worker_units_are_rescheduled_none_lost_none_duplicated(toy_module, tmp_path):
     import toy_ray_worker
 
-    n = 24
+    # 8 chunks of 2; the kill comes after 2 chunks, so at least 5 are left and the dead actor's next
+    # (or current) chunk always fails over to the fresh actor. Short sleeps: Ray's start dominates.
+    n = 16
     units = [WorkUnit(key=f"k{i:03d}", payload=i) for i in range(n)]
     ex = RayExecutor(workers=2, chunk=2, runtime_env={"env_vars": {"PYTHONPATH": str(toy_module)}})
-    worker = Worker(setup="toy_ray_worker:setup", work="toy_ray_worker:work", config=0.3)
+    worker = Worker(setup="toy_ray_worker:setup", work="toy_ray_worker:work", config=0.1)
     yielded: list[str] = []
     killed: list[int] = []
 
