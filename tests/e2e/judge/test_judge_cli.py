@@ -34,7 +34,10 @@ def assert_user_error(proc, fragment):
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], proc.stderr
 
 
-def test_bad_inputs_are_one_line_errors_and_write_nothing(tmp_path):
+def test_bad_inputs_are_one_line_errors_and_write_nothing(tmp_path, tb_inprocess):
+    def cli(*args):  # the entry point in-process: the subprocess route is test_evidence_command_offline's
+        return tb_inprocess("judge", *args, env={"COLUMNS": "200"})
+
     empty = write_fixture_run(tmp_path / "empty", [])
     assert_user_error(cli("run", str(empty), "--judge", "embedded"), "no sleight records")
     assert_user_error(cli("annotate", str(empty), "--sample", "1"), "no sleight records")
