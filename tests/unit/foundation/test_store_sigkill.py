@@ -17,7 +17,7 @@ import textwrap
 
 from tamperbench.store import RunStore
 
-N = 3000
+N = 1200  # 12 batches: kills after 3, 5 and 2 more, then the rest
 BATCH = 100
 WRITER = textwrap.dedent(
     f"""
@@ -50,7 +50,7 @@ WRITER = textwrap.dedent(
     todo = [i for i in range({N}) if trial_key({{"i": i}}) not in done]
     print("start", len(todo), flush=True)
     for s in range(0, len(todo), {BATCH}):
-        batch = [Trial(key=trial_key({{"i": i}}), i=i, payload=[float(i)] * 300) for i in todo[s:s + {BATCH}]]
+        batch = [Trial(key=trial_key({{"i": i}}), i=i, payload=[float(i)] * 20) for i in todo[s:s + {BATCH}]]
         hook.batch = s // {BATCH}
         store.write("trials", batch)
     store.close()
