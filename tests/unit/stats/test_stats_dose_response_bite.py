@@ -190,3 +190,47 @@ def _numbers(out: dict) -> list[float]:
     if out["leakage_share"] is not None:
         flat += [out["leakage_share"]["estimate"], *out["leakage_share"]["ci"], out["leakage_share"]["headline"]]
     return flat
+
+
+def test_zero_dose_margin_defaults_to_40_gauss_hermite_nodes():
+    from tamperbench.stats.dose import zero_dose_margin
+
+    for s in (3.0, 30.0):  # wide: 40 and 41 nodes differ in the 6th digit
+        assert zero_dose_margin(0.3, 1.0, s) == zero_dose_margin(0.3, 1.0, s, n_nodes=40)
+        assert zero_dose_margin(0.3, 1.0, s) != zero_dose_margin(0.3, 1.0, s, n_nodes=41)
+
+
+def test_fit_map_is_the_mode_under_a_normal_prior_with_the_given_sd():
+    """At the penalised optimum the score equations hold (checked by hand with dense one-hot
+    columns): X_f' (y - p) = 0 for the free fixed effects and X_g' (y - p) = r_g / sigma_g^2 for
+    each level's intercept (to L-BFGS-B's tolerance, ~1e-3 here)."""
+    from tamperbench.stats.dose import fit_map
+
+    y, z, dose, items, ops = _grouped_data()
+    knots = np.array([1.0, 2.0, 3.0])
+    op_codes = np.unique(ops, return_inverse=True)[1]
+    for sigmas in ([0.7, 0.3], [1.5, 0.5]):
+        theta = fit_map(y, z, dose, knots, [items, op_codes], sigmas)
+        Xf = np.column_stack([np.ones_like(z), z, z[:, None] * ramp_basis(dose, knots)])
+        Xg = [np.column_stack([(g == k).astype(float) for k in range(g.max() + 1)]) for g in (items, op_codes)]
+        p = expit(np.column_stack([Xf, *Xg]) @ theta)
+        free = [0, 1] + [2 + j for j in range(knots.size - 1) if theta[2 + j] > 1e-6]
+        assert Xf[:, free].T @ (y - p) == pytest.approx(0.0, abs=2e-3)
+        r_items, r_ops = theta[4:4 + 30], theta[4 + 30:]
+        assert Xg[0].T @ (y - p) == pytest.approx(r_items / sigmas[0] ** 2, abs=2e-3)
+        assert Xg[1].T @ (y - p) == pytest.approx(r_ops / sigmas[1] ** 2, abs=2e-3)
+
+
+def test_leakage_above_one_is_reported_raw_and_headlined_at_one():
+    # a negative zero-dose margin (b1 = -1) under a positive aggregate margin: lambda > 1
+    rng = np.random.default_rng(4)
+    z = np.array([0, 0, 1, 1, 1, 1] * 60, dtype=float)
+    dose = np.array([0, 0, 1, 1, 2, 2] * 60, dtype=float)
+    y = (rng.random(z.size) < expit(-1.5 + z * (-1.0 + 1.5 * dose))).astype(float)
+    out = dose_response(y, z, dose, cluster=np.repeat(np.arange(60), 6), n_boot=20, seed=0)
+    b0, b1, _ = _glm(y, z, dose)
+    m_bar = y[z == 1].mean() - y[z == 0].mean()
+    lam = 1 - (expit(b0 + b1) - expit(b0)) / m_bar
+    assert out["identified"] is True and lam > 1.2
+    assert out["leakage_share"]["estimate"] == pytest.approx(lam, abs=1e-4)
+    assert out["leakage_share"]["headline"] == 1.0
