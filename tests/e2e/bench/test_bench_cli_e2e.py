@@ -1,4 +1,7 @@
-"""The installed ``tamperbench bench`` command, run as a user would (subprocess, no network)."""
+"""The installed ``tamperbench bench`` command, run as a user would (subprocess, no network).
+
+The check and score tests call the same entry point in-process (``tb_inprocess``, tests/conftest.py):
+they are about messages, exit statuses and files; `list` and the sandboxed score keep the console script."""
 
 from __future__ import annotations
 
@@ -12,9 +15,13 @@ EXE = str(Path(sys.executable).parent / "tamperbench")
 FIXTURES = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "bench" / "fixtures"
 
 
-def tb(*args, home: Path, check_rc=None):
-    env = {**os.environ, "TAMPERBENCH_HOME": str(home), "COLUMNS": "200", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([EXE, "bench", *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
+def tb(*args, home: Path, check_rc=None, inprocess=None):
+    env = {"TAMPERBENCH_HOME": str(home), "COLUMNS": "200", "HF_HUB_OFFLINE": "1"}
+    if inprocess is not None:
+        proc = inprocess("bench", *args, env=env)
+    else:
+        proc = subprocess.run([EXE, "bench", *map(str, args)], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, **env})
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stdout + proc.stderr
     return proc
@@ -39,26 +46,26 @@ def test_list_offline_shows_every_adapter_and_local_data(tmp_path):
     assert json.loads(out.stdout.splitlines()[0])["items"] == 3
 
 
-def test_check_counts_and_wrong_schema_line(tmp_path):
-    out = tb("check", "mmlu", "--data", FIXTURES / "mmlu", home=tmp_path, check_rc=0)
+def test_check_counts_and_wrong_schema_line(tmp_path, tb_inprocess):
+    out = tb("check", "mmlu", "--data", FIXTURES / "mmlu", home=tmp_path, inprocess=tb_inprocess, check_rc=0)
     summary = json.loads(out.stdout.splitlines()[0])
     assert summary["items"] == 4 and summary["by_subject"] == {"abstract_algebra": 4}
     assert summary["by_answer"] == {"A": 1, "B": 2, "C": 1}
     bad = tmp_path / "dev.jsonl"
     bad.write_text('{"qID": "a", "sentence": "x _ y", "option1": "p", "option2": "q", "answer": "1"}\n'
                    '{"qID": "b", "sentence": "x _ y", "option1": "p", "answer": "2"}\n')
-    proc = tb("check", "winogrande", "--data", bad, home=tmp_path, check_rc=2)
+    proc = tb("check", "winogrande", "--data", bad, home=tmp_path, inprocess=tb_inprocess, check_rc=2)
     assert proc.stderr.strip() == f"error: {bad}:2: missing field 'option2' (row has: answer, option1, qID, sentence)"
     assert "Traceback" not in proc.stderr
 
 
-def test_check_offline_without_data_is_one_line(tmp_path):
-    proc = tb("check", "hellaswag", home=tmp_path, check_rc=2)
+def test_check_offline_without_data_is_one_line(tmp_path, tb_inprocess):
+    proc = tb("check", "hellaswag", home=tmp_path, inprocess=tb_inprocess, check_rc=2)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "pass --data PATH" in lines[0]
 
 
-def test_score_answers_made_elsewhere(tmp_path):
+def test_score_answers_made_elsewhere(tmp_path, tb_inprocess):
     answers = tmp_path / "answers.jsonl"
     answers.write_text("\n".join([
         json.dumps({"item_id": "winogrande/fx-1", "response": "A"}),  # right
@@ -69,7 +76,7 @@ def test_score_answers_made_elsewhere(tmp_path):
         json.dumps({"item_id": "fx-1"}),
     ]) + "\n")
     out = tmp_path / "verdicts.jsonl"
-    proc = tb("score", "winogrande", "--fixture", "--answers", answers, "--out", out, home=tmp_path, check_rc=1)
+    proc = tb("score", "winogrande", "--fixture", "--answers", answers, "--out", out, home=tmp_path, inprocess=tb_inprocess, check_rc=1)
     assert f"{answers}:4: not valid JSON" in proc.stderr
     assert f"{answers}:5: unknown item_id 'fx-9'" in proc.stderr
     assert f"{answers}:6: missing field 'response'" in proc.stderr
@@ -87,7 +94,7 @@ def test_score_code_in_the_sandbox(tmp_path):
                     "    return any(n % i == 0 for i in range(2, math.isqrt(n) + 1))\n```"}),
         json.dumps({"item_id": "mbpp/13", "response": "def reverse_words(s):\n    while True:\n        pass\n"}),
     ]) + "\n")
-    proc = tb("score", "mbpp", "--data", FIXTURES / "mbpp" / "mbpp.jsonl", "--answers", answers, "--timeout", "2",
+    proc = tb("score", "mbpp", "--data", FIXTURES / "mbpp" / "mbpp.jsonl", "--answers", answers, "--timeout", "1",
               home=tmp_path, check_rc=0)
     verdicts = {v["item_id"]: v for v in map(json.loads, proc.stdout.splitlines())}
     assert verdicts["mbpp/12"]["correct"] is True

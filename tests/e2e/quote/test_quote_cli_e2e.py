@@ -85,11 +85,12 @@ def test_score_reports_each_bad_line_and_scores_the_rest(tmp_path):
     assert all({"item_id", "category", "sub_label", "evidence"} <= set(r) for r in rows)
 
 
-def test_user_mistakes_are_one_line_exit_2(tmp_path):
+def test_user_mistakes_are_one_line_exit_2(tmp_path, tb_inprocess):
     for args, needle in [(("score", tmp_path / "missing.jsonl"), "no such file"),
                          (("run", "--preset", "long", "--out", tmp_path / "r"), "--preset"),
                          (("items", "--preset", "long", "--out", tmp_path / "x.jsonl"), "--preset"),
                          (("table", tmp_path), "not a tamperbench run directory")]:
-        proc = tb(*args, check_rc=2)
+        proc = tb_inprocess("quote", *args)  # the entry point in-process: messages and status only
+        assert proc.returncode == 2, proc.stdout + proc.stderr
         assert needle in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
