@@ -3,6 +3,7 @@
 Usage:
     .venv/bin/python benchmarks/quote_throughput.py                       # both presets, in full
     .venv/bin/python benchmarks/quote_throughput.py --items 8 --max-new-tokens 16 --preset standard
+    .venv/bin/python benchmarks/quote_throughput.py --preset depth --max-new-tokens 8 --threads 1 --alone-prompts 16
 
 WHY: every Exact Words prompt is the chat template's system prompt, then a document, then one
 instruction; a document's 3 to 4 items and both arms share it, and the ``depth`` preset puts the
@@ -10,12 +11,16 @@ same ~3,000-token fused document before all of its 74 prompts. With prefix reuse
 (models/prefix_share.py) each shared prefix is prefilled once per generation call.
 
 Both modes run the production path (``generate_chat`` on the prompts the quote runner builds, in
-the runner's order and chunks of the batch size), greedy. The benchmark checks the answers are
-token for token identical, prints wall time, prefill tokens fed and the ratio. Targets (issue 14):
-standard >= 3x, depth >= 8x, in full presets with the default 96 new tokens. ``--items N`` takes
-the first N items (both arms) when the full presets do not fit the time available; the ratio then
-understates the full preset's (fewer prompts share each prefix), so it is printed next to the
-measured prefill/decode split.
+the runner's order and generation calls: runner.generation_calls keeps a document's trials in one
+call), greedy; the rows decoded at once are what memory allows for the call's longest prompt
+(models/memory.py), the same in both modes. The benchmark checks the answers are token for token
+identical, prints wall time, prefill tokens fed, rows, peak resident memory and the ratio.
+Targets (issue 14): standard >= 3x, depth >= 8x, in full presets with the default 96 new tokens.
+``--items N`` takes the first N items (both arms); the ratio then understates the full preset's
+(fewer prompts share each prefix). ``--alone-prompts N`` runs the whole preset with reuse but the
+no-reuse baseline on its first N prompts only (the depth baseline prefills 74 x ~3,200 tokens, about
+an hour on one thread): it prints the ratio measured on those N prompts and, labelled EXTRAPOLATED,
+the whole preset's from the baseline's seconds a prompt.
 """
 
 from __future__ import annotations
@@ -30,48 +35,116 @@ os.environ.setdefault("TAMPERBENCH_HOME", str(Path(__file__).resolve().parents[1
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def prompts_for(preset: str, n_items: int | None) -> list[str]:
-    """The quote runner's prompts for both arms, in its plan order (sorted by prompt text)."""
-    from tamperbench.quote.items import ARMS, build_prompt, load_items
+def planned_calls(preset: str, n_items: int | None, batch: int) -> list[list[str]]:
+    """The quote runner's prompts for both arms in its plan order (sorted by prompt text), cut into
+    its generation calls (runner.generation_calls: a document's trials share a call)."""
+    from tamperbench.quote.items import load_items
+    from tamperbench.quote.runner import QuoteRunSpec, build_trials, generation_calls
 
-    items = load_items(preset)[: n_items or None]
-    return sorted(build_prompt(it, arm) for it in items for arm in ARMS)
+    ids = [it.id for it in load_items(preset)][: n_items or None]
+    trials = sorted(build_trials(QuoteRunSpec(preset=preset, item_ids=ids)), key=lambda t: t.prompt)
+    return [[t.prompt for t in call] for call in generation_calls(trials, batch)]
 
 
-def generate(backend, prompts: list[str], *, max_new_tokens: int, share: bool) -> tuple[list, float, dict]:
-    """The runner's chunks of the batch size; returns generations, seconds and summed stats."""
-    bs = max(1, int(backend.max_batch_size))
+class PeakRSS:
+    """Peak resident memory of this process while the block runs (sampled every 50 ms)."""
+
+    def __enter__(self):
+        import threading
+
+        import psutil
+
+        self._proc, self._stop, self.peak = psutil.Process(), threading.Event(), 0
+        self.start = self._proc.memory_info().rss
+
+        def watch():
+            while not self._stop.is_set():
+                self.peak = max(self.peak, self._proc.memory_info().rss)
+                self._stop.wait(0.05)
+
+        self._t = threading.Thread(target=watch, daemon=True)
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        self.peak = max(self.peak, self._proc.memory_info().rss)
+
+
+def generate(backend, calls: list[list[str]], *, max_new_tokens: int, share: bool) -> tuple[list, float, dict, int]:
+    """One generate_chat per planned call; returns generations, seconds, summed stats, peak RSS bytes."""
     gens, stats = [], {}
-    t0 = time.perf_counter()
-    for s in range(0, len(prompts), bs):
-        convs = [[{"role": "user", "content": p}] for p in prompts[s:s + bs]]
-        gens += backend.generate_chat(convs, max_new_tokens=max_new_tokens, progress=False, share_prefix=share)
-        for k, v in backend.generation_stats.items():
-            stats[k] = stats.get(k, 0) + v
-    return gens, time.perf_counter() - t0, stats
+    with PeakRSS() as mem:
+        t0 = time.perf_counter()
+        for call in calls:
+            convs = [[{"role": "user", "content": p}] for p in call]
+            gens += backend.generate_chat(convs, max_new_tokens=max_new_tokens, progress=False, share_prefix=share)
+            for k, v in backend.generation_stats.items():
+                stats[k] = max(stats.get(k, 0), v) if k == "batch_rows" else stats.get(k, 0) + v
+        seconds = time.perf_counter() - t0
+    return gens, seconds, stats, mem.peak
 
 
-def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, alone_first: bool = False
-          ) -> tuple[float, bool]:
-    prompts = prompts_for(preset, n_items)
+def _line(name: str, n: int, t: float, st: dict, peak: int) -> str:
+    return (f"  {name}: {n:3d} prompts {t:7.1f} s ({t / n:5.2f} s a prompt); prefill {st['prefill_tokens']:6d} tokens "
+            f"in {st['prefill_seconds']:6.1f} s, decode {st['decode_tokens']:5d} tokens in {st['decode_seconds']:6.1f} s; "
+            f"rows {st['batch_rows']}; peak RSS {peak / 2**30:.1f} GB")
+
+
+def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, alone_first: bool = False,
+          alone_prompts: int | None = None) -> tuple[float, bool]:
+    calls = planned_calls(preset, n_items, backend.max_batch_size)
+    n = sum(map(len, calls))
+    print(f"[{preset}] {n} prompts ({n_items or 'all'} items x 2 arms) in {len(calls)} generation calls, "
+          f"{max_new_tokens} new tokens, batch cap {backend.max_batch_size}, load average {os.getloadavg()[0]:.1f}",
+          flush=True)
+    if alone_prompts and alone_prompts < n:
+        return bench_subset(backend, preset, calls, max_new_tokens, alone_prompts)
     if alone_first:
-        alone, t_a, st_a = generate(backend, prompts, max_new_tokens=max_new_tokens, share=False)
-    shared, t_s, st_s = generate(backend, prompts, max_new_tokens=max_new_tokens, share=True)
+        alone, t_a, st_a, m_a = generate(backend, calls, max_new_tokens=max_new_tokens, share=False)
+    shared, t_s, st_s, m_s = generate(backend, calls, max_new_tokens=max_new_tokens, share=True)
     if not alone_first:
-        alone, t_a, st_a = generate(backend, prompts, max_new_tokens=max_new_tokens, share=False)
+        alone, t_a, st_a, m_a = generate(backend, calls, max_new_tokens=max_new_tokens, share=False)
     same = sum(a.token_ids == b.token_ids for a, b in zip(alone, shared))
     ratio = t_a / t_s
-    print(f"[{preset}] {len(prompts)} prompts ({n_items or 'all'} items x 2 arms), {max_new_tokens} new tokens, "
-          f"batch {backend.max_batch_size}")
-    for name, t, st in (("alone ", t_a, st_a), ("shared", t_s, st_s)):
-        print(f"  {name}: {t:7.1f} s; prefill {st['prefill_tokens']:6d} tokens in {st['prefill_seconds']:6.1f} s, "
-              f"decode {st['decode_tokens']:5d} tokens in {st['decode_seconds']:6.1f} s")
-    print(f"  identical answers: {same}/{len(prompts)}")
+    for name, t, st, peak in (("alone ", t_a, st_a, m_a), ("shared", t_s, st_s, m_s)):
+        print(_line(name, n, t, st, peak))
+    print(f"  identical answers: {same}/{n}")
     target = {"standard": 3, "depth": 8}.get(preset)
     verdict = "" if target is None else f" (target >= {target}x: {'met' if ratio >= target else 'NOT met'})"
     print(f"  ratio alone/shared: {ratio:.2f}x{verdict}; prefill tokens {st_a['prefill_tokens'] / st_s['prefill_tokens']:.1f}x "
-          f"fewer", flush=True)
-    return ratio, same == len(prompts)
+          f"fewer; load average {os.getloadavg()[0]:.1f}", flush=True)
+    return ratio, same == n
+
+
+def bench_subset(backend, preset: str, calls: list[list[str]], max_new_tokens: int, k: int) -> tuple[float, bool]:
+    """The whole preset with reuse; the no-reuse baseline on its first ``k`` prompts only (when the
+    full baseline does not fit the time available), with reuse on the same ``k`` prompts too.
+
+    Prints the measured ratio on the ``k`` prompts, and the full preset's ratio with the baseline
+    EXTRAPOLATED from its seconds a prompt (every depth prompt has about the same length, and the
+    baseline prefills each alone, so its time grows with the prompt count)."""
+    n = sum(map(len, calls))
+    sub = [[p for call in calls for p in call][:k]]
+    shared, t_s, st_s, m_s = generate(backend, calls, max_new_tokens=max_new_tokens, share=True)
+    print(_line("shared, all   ", n, t_s, st_s, m_s), flush=True)
+    sub_shared, t_ks, st_ks, m_ks = generate(backend, sub, max_new_tokens=max_new_tokens, share=True)
+    print(_line(f"shared, first {k}", k, t_ks, st_ks, m_ks), flush=True)
+    alone, t_ka, st_ka, m_ka = generate(backend, sub, max_new_tokens=max_new_tokens, share=False)
+    print(_line(f"alone, first {k} ", k, t_ka, st_ka, m_ka), flush=True)
+    same = sum(a.token_ids == b.token_ids for a, b in zip(alone, shared[:k]))
+    same_sub = sum(a.token_ids == b.token_ids for a, b in zip(alone, sub_shared))
+    print(f"  identical answers, alone vs shared (whole-preset call): {same}/{k}; vs shared (same {k}): {same_sub}/{k}")
+    print(f"  MEASURED ratio on the first {k} prompts: {t_ka / t_ks:.2f}x; prefill tokens "
+          f"{st_ka['prefill_tokens'] / st_ks['prefill_tokens']:.1f}x fewer")
+    t_full = t_ka / k * n
+    target = {"standard": 3, "depth": 8}.get(preset)
+    ratio = t_full / t_s
+    verdict = "" if target is None else f" (target >= {target}x: {'met' if ratio >= target else 'NOT met'})"
+    print(f"  EXTRAPOLATED whole-preset ratio: baseline {t_ka / k:.1f} s a prompt x {n} = {t_full:.0f} s (not run) "
+          f"/ shared {t_s:.1f} s (run) = {ratio:.2f}x{verdict}; load average {os.getloadavg()[0]:.1f}", flush=True)
+    return ratio, same == k == same_sub
 
 
 def main() -> int:
@@ -83,6 +156,8 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--alone-first", action="store_true", help="run the no-reuse baseline first (order check)")
+    ap.add_argument("--alone-prompts", type=int, default=None,
+                    help="run the no-reuse baseline on the first N prompts only and extrapolate (labelled)")
     args = ap.parse_args()
 
     import torch
@@ -99,7 +174,7 @@ def main() -> int:
     presets = ["standard", "depth"] if args.preset == "both" else [args.preset]
     for preset in presets:
         n = args.depth_items if preset == "depth" and args.depth_items else args.items
-        _, same = bench(backend, preset, n, args.max_new_tokens, args.alone_first)
+        _, same = bench(backend, preset, n, args.max_new_tokens, args.alone_first, args.alone_prompts)
         ok = ok and same
     return 0 if ok else 1
 

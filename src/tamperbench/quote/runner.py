@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from tamperbench.errors import UserError
-from tamperbench.quote.items import DATA_DIR, Item, build_prompt, load_items
+from tamperbench.quote.items import DATA_DIR, Item, build_prompt, document_for, load_items
 from tamperbench.quote.scorer import score_response
 from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
 from tamperbench.specs import FrozenSpec
@@ -147,16 +147,14 @@ def setup_worker(spec: QuoteRunSpec) -> QuoteContext:
 
 
 def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[Finished]]:
-    """Generate and score the units in chunks of the backend's batch size, one seed per repeat;
-    yield each chunk as it finishes. A record stores its position and chunk size (seeds depend on them)."""
+    """Generate and score the units in calls of about the backend's batch size that keep a document's
+    trials together (:func:`generation_calls`), one seed per repeat; yield each call as it finishes. A record stores its position and chunk size (seeds depend on them)."""
     backend, spec = ctx.backend, ctx.spec
     pid = backend.provenance.id
     bs = max(1, int(backend.max_batch_size))
     trials: list[Trial] = [u.payload for u in units]
     for repeat in sorted({t.repeat for t in trials}):
-        group = [t for t in trials if t.repeat == repeat]
-        for start in range(0, len(group), bs):
-            chunk = group[start:start + bs]
+        for chunk in generation_calls([t for t in trials if t.repeat == repeat], bs):
             gens = backend.generate_chat([[{"role": "user", "content": t.prompt}] for t in chunk],
                                          max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
                                          seed=spec.seed + repeat, progress=False)
@@ -165,6 +163,45 @@ def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[F
 
 
 WORKER = "tamperbench.quote.runner:setup_worker", "tamperbench.quote.runner:work"
+
+MAX_CALL_BATCHES = 4  # a document's trials share one call up to this many batches
+
+
+def generation_calls(trials: list[Trial], bs: int) -> list[list[Trial]]:
+    """Cut trials (in plan order, a document's trials adjacent) into ``generate_chat`` calls of
+    about ``bs`` trials that never split a document's trials.
+
+    Why: each call prefills a shared prefix once (models/prefix_share.py), so a document cut in two
+    is read twice: the ``depth`` preset's ~3,100-token fused document for its 74 trials in two
+    calls of 64 and 10. A document's trials stay in one call up to ``MAX_CALL_BATCHES`` x ``bs``
+    (each call is also one commit, so this bounds the work a crash can lose); within a call the
+    rows decoded at once are what memory allows (models/memory.py)."""
+    calls: list[list[Trial]] = []
+    cur: list[Trial] = []
+    for doc in _runs_by_document(trials):
+        if cur and len(cur) + len(doc) > bs:
+            calls.append(cur)
+            cur = []
+        for start in range(0, len(doc), MAX_CALL_BATCHES * bs):
+            piece = doc[start:start + MAX_CALL_BATCHES * bs]
+            if len(piece) == MAX_CALL_BATCHES * bs:
+                calls.append(piece)
+            else:
+                cur.extend(piece)
+    if cur:
+        calls.append(cur)
+    return calls
+
+
+def _runs_by_document(trials: list[Trial]) -> list[list[Trial]]:
+    runs: list[list[Trial]] = []
+    for t in trials:
+        doc = document_for(t.item).id
+        if runs and document_for(runs[-1][-1].item).id == doc:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    return runs
 
 
 def plan(spec: QuoteRunSpec, store: RunStore) -> list[WorkUnit]:

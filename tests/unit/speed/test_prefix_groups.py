@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tamperbench.models.prefix_share import Group, common_prefix, plan_groups, prefill_cost
+from tamperbench.models.prefix_share import Group, common_prefix, plan_groups, prefill_cost, split_by_length
 
 
 def _norm(groups):
@@ -48,3 +48,21 @@ def test_nested_prefixes_pick_the_cheaper_cut():
 def test_empty_and_single():
     assert plan_groups([]) == []
     assert _norm(plan_groups([[1, 2, 3]])) == [(0, [0])]
+
+
+def test_suffixes_split_by_length_by_hand():
+    # a document's plain (~30 tokens) and strict (~65) suffixes: one forward pads to 66,
+    # 8 x 66 + 16 = 544 token equivalents; two forwards 4 x 31 + 16 + 4 x 66 + 16 = 420;
+    # three (29-30 | 31 | 64-66) 3 x 30 + 16 + 31 + 16 + 4 x 66 + 16 = 433
+    lens = [30, 65, 31, 66, 29, 64, 30, 65]
+    assert split_by_length(lens, prefix=340, overhead=16) == [[4, 0, 6, 2], [5, 1, 7, 3]]
+    # equal lengths: one forward (any split only adds overhead)
+    assert split_by_length([40, 40, 40], prefix=340, overhead=16) == [[0, 1, 2]]
+
+
+def test_suffix_forwards_stay_within_their_columns():
+    parts = split_by_length([10, 10, 10], prefix=100, overhead=16, max_columns=230)
+    assert sorted(map(len, parts)) == [1, 2]  # 3 x 110 columns > 230 >= 2 x 110
+    assert sorted(i for part in parts for i in part) == [0, 1, 2]
+    assert split_by_length([500], prefix=100, max_columns=200) == [[0]]  # one row always goes
+    assert split_by_length([], prefix=10) == []
