@@ -16,9 +16,11 @@ from tamperbench.judge.prompt import LABELS
 from tamperbench.judge.samples import sample_rows, write_fixture_run
 
 
-@pytest.fixture
-def server(tmp_path):
-    app = prepare(write_fixture_run(tmp_path / "run", sample_rows()), 2, seed=1, annotator="ann")
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One server for the module: every request below but the last test's is refused, so none changes its state."""
+    run = write_fixture_run(tmp_path_factory.mktemp("annotate") / "run", sample_rows())
+    app = prepare(run, 2, seed=1, annotator="ann")
     srv = AnnotationServer(app, port=0)
     srv.start()
     yield srv
