@@ -1,4 +1,8 @@
-"""Bad input at the real command line: one stderr line naming the culprit, exit 2, no traceback."""
+"""Bad input at the real command line: one stderr line naming the culprit, exit 2, no traceback.
+
+A missing model path, a misspelled spec field and the torch-free refusals run ``python -m
+tamperbench.cli`` in a subprocess; the other cases call the same entry point in-process
+(``tb_inprocess``, tests/conftest.py), which checks the same message, status and stream."""
 
 from __future__ import annotations
 
@@ -32,28 +36,28 @@ def test_model_path_that_does_not_exist(tmp_path):
     assert_one_line_error(run_cli("answer", "--model", str(missing)), str(missing), "does not exist")
 
 
-def test_gguf_that_is_not_gguf(tmp_path):
+def test_gguf_that_is_not_gguf(tmp_path, tb_inprocess):
     fake = tmp_path / "fake.gguf"
     fake.write_text("hello")
-    assert_one_line_error(run_cli("answer", "--model", str(fake)), "fake.gguf", "not a GGUF file")
+    assert_one_line_error(tb_inprocess("answer", "--model", str(fake)), "fake.gguf", "not a GGUF file")
 
 
-def test_hub_id_while_offline(tmp_path):
-    proc = run_cli("answer", "--model", "nobody-here/no-such-model")
+def test_hub_id_while_offline(tmp_path, tb_inprocess):
+    proc = tb_inprocess("answer", "--model", "nobody-here/no-such-model")
     assert_one_line_error(proc, "nobody-here/no-such-model", "local directory or .gguf path")
 
 
-def test_bad_budget_names_the_flag():
-    assert_one_line_error(run_cli("answer", "--max-new-tokens", "0"), "--max-new-tokens")
+def test_bad_budget_names_the_flag(tb_inprocess):
+    assert_one_line_error(tb_inprocess("answer", "--max-new-tokens", "0"), "--max-new-tokens")
 
 
-def test_export_of_a_non_run(tmp_path):
-    assert_one_line_error(run_cli("export", str(tmp_path)), str(tmp_path), "not a tamperbench run directory")
+def test_export_of_a_non_run(tmp_path, tb_inprocess):
+    assert_one_line_error(tb_inprocess("export", str(tmp_path)), str(tmp_path), "not a tamperbench run directory")
 
 
 @pytest.mark.parametrize("flag", ["--device"])
-def test_unknown_device(flag):
-    assert_one_line_error(run_cli("answer", flag, "tpu"), "--device")
+def test_unknown_device(flag, tb_inprocess):
+    assert_one_line_error(tb_inprocess("answer", flag, "tpu"), "--device")
 
 
 def test_spec_file_with_misspelled_field(tmp_path):
@@ -62,21 +66,21 @@ def test_spec_file_with_misspelled_field(tmp_path):
     assert_one_line_error(run_cli("run", str(spec), "--out", str(tmp_path / "run")), "spec.json", "max_new_tokns")
 
 
-def test_spec_file_with_wrongly_typed_field(tmp_path):
+def test_spec_file_with_wrongly_typed_field(tmp_path, tb_inprocess):
     spec = tmp_path / "spec.json"
     spec.write_text('{"suite": "quote", "model": "embedded", "max_new_tokens": "lots"}')
-    assert_one_line_error(run_cli("run", str(spec), "--out", str(tmp_path / "run")), "spec.json", "max_new_tokens")
+    assert_one_line_error(tb_inprocess("run", str(spec), "--out", str(tmp_path / "run")), "spec.json", "max_new_tokens")
 
 
-def test_spec_file_with_unknown_suite(tmp_path):
+def test_spec_file_with_unknown_suite(tmp_path, tb_inprocess):
     spec = tmp_path / "spec.json"
     spec.write_text('{"suite": "no-such-suite"}')  # (owmi, named here once, is a registered suite now)
-    assert_one_line_error(run_cli("run", str(spec), "--out", str(tmp_path / "run")), "field 'suite'",
+    assert_one_line_error(tb_inprocess("run", str(spec), "--out", str(tmp_path / "run")), "field 'suite'",
                           "must be one of", "sleight", "no-such-suite")
 
 
-def test_negative_batch_size():
-    assert_one_line_error(run_cli("quote", "run", "--out", "/tmp/never-written", "--batch-size", "-3"),
+def test_negative_batch_size(tb_inprocess):
+    assert_one_line_error(tb_inprocess("quote", "run", "--out", "/tmp/never-written", "--batch-size", "-3"),
                           "--batch-size")
 
 
