@@ -11,7 +11,6 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-import openai
 import pytest
 
 from tamperbench.errors import UserError
@@ -29,6 +28,8 @@ KEY = "s3cret-test-key"
 
 
 def test_models_chat_and_completions_shapes(server):
+    import openai  # here, not at the top: the fast suite collects this model-only module and need not import it
+
     client = openai.OpenAI(base_url=server.url, api_key=KEY, max_retries=0)
     assert [m.id for m in client.models.list().data] == ["embedded"]
     chat = client.chat.completions.create(model="embedded", messages=[{"role": "user", "content": "what is the capital of France?"}],
@@ -51,6 +52,8 @@ def test_models_chat_and_completions_shapes(server):
 
 
 def test_concurrent_requests_are_batched_and_match_one_at_a_time(server):
+    import openai
+
     client = openai.OpenAI(base_url=server.url, api_key=KEY, max_retries=0)
     prompts = [f"count from {i} to {i + 5}:" for i in range(6)]
     alone = [client.completions.create(model="embedded", prompt=p, max_tokens=10).choices[0].text for p in prompts]
