@@ -234,6 +234,33 @@ EQUIVALENT += [
      "SELECT * FROM t XXXX: DuckDB reads the word as a table alias, every row is still read"),
 ]
 
+# stats/dose.py, each checked by reading the code path the mutant changes.
+_D = "src/tamperbench/stats/dose.py"
+_CONVEX = ("the penalised likelihood is convex (logistic loss plus a quadratic prior, box bounds): L-BFGS-B reaches the "
+           "same optimum from zeros as from the full-data fit; the start only saves iterations")
+_LBFGSB = "scipy.optimize.minimize picks L-BFGS-B itself for a bounded problem without constraints (and reads the name case-insensitively)"
+_MAXITER = "the fits converge in far fewer than 2,000 (or scipy's default 15,000) iterations"
+_SYM = "the Gauss-Hermite nodes and weights are symmetric about 0 (b ~ N(0, s^2)): E f(c - b) = E f(c + b)"
+EQUIVALENT += [
+    *[(_D, "x_dose_response", f"np.asarray({a}, {r}", _NUMERIC) for a in ("y", "z", "dose") for r in ("dtype=None)", ")")],
+    (_D, "x_dose_response", "if y.size == 1 or len(set(z)) < 2",
+     "an input of 0 or 1 rows has fewer than two z values: len(set(z)) < 2 refuses it the same way"),
+    *[(_D, "x_dose_response", n, "the BLAS thread count during the refits changes no value, only the speed")
+      for n in ("threadpool_limits(None)", "threadpool_limits(2)")],
+    *[(_D, "x__refit", n, _CONVEX) for n in ("sigmas, weights=w, start=None)", "sigmas, weights=w, )")],
+    (_D, "x_dose_response", "sig_tot, None, w[0])", _CONVEX),
+    (_D, "x_fit_map", "if (start is None) or True else start", _CONVEX),
+    *[(_D, "x_fit_map", n, _LBFGSB) for n in ('method=None,', 'jac=True, bounds=bounds,', 'method="l-bfgs-b"')],
+    *[(_D, "x_fit_map", n, _MAXITER) for n in ("options=None)", '"maxiter": 2001}', "                            )")],
+    (_D, "x_fit_map", "if sizes else np.zeros(1)",
+     "with no random effects r is empty: a length-1 prec broadcasts against it to an empty product"),
+    *[(_D, "x__design", n, "csr_matrix infers the shape (rows, max code + 1), which is (codes.size, L)")
+      for n in ("codes)), shape=None))", "codes)), ))")],
+    (_D, "x__design", "if (blocks) or True else",
+     "hstack of the dense block alone is the same CSR matrix as csr_matrix(dense)"),
+    *[(_D, "x_zero_dose_margin", n, _SYM) for n in ("expit(b0 + b1 - b)", "- expit(b0 - b))")],
+]
+
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)
 TIMEOUT = {36, -24, 24, 152, 255}
 

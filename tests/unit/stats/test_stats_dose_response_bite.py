@@ -234,3 +234,9 @@ def test_leakage_above_one_is_reported_raw_and_headlined_at_one():
     assert out["identified"] is True and lam > 1.2
     assert out["leakage_share"]["estimate"] == pytest.approx(lam, abs=1e-4)
     assert out["leakage_share"]["headline"] == 1.0
+
+
+def test_a_negative_dose_is_refused_with_its_message():
+    with pytest.raises(ValueError) as err:
+        dose_response([1, 0], [1, 0], [0.5, -1e-9], cluster=["a", "b"])
+    assert str(err.value) == "dose_response: dose must be a non-negative magnitude"
