@@ -4,8 +4,6 @@ worked out by hand in the comments; no model is loaded."""
 
 import io
 import json
-import subprocess
-import sys
 
 import pytest
 from rich.console import Console
@@ -99,9 +97,8 @@ def test_runs_with_different_windows_are_refused(tmp_path):
         b.close()
 
 
-def test_cli_several_runs_need_out(two_runs):
+def test_cli_several_runs_need_out(two_runs, tb_inprocess):
     a, b = two_runs
-    args = [sys.executable, "-m", "tamperbench.cli", "sleight", "table", str(a.run_dir), str(b.run_dir)]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    proc = tb_inprocess("sleight", "table", a.run_dir, b.run_dir)  # the entry point, in-process
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "error: --out: required with several runs (the directory for the pooled tables.md and tables.json)"]
