@@ -284,6 +284,7 @@ def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, 
     peaks: list[float] = []
     t_es: list[float] = []
     t_e0s: list[float] = []
+    t_us: list[float] = []
     eng = eng0 = chk = None
     nai: dict = {}
     t_n = 0.0
@@ -297,6 +298,16 @@ def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, 
         eng0, t_e0, stats0 = run_engine(be, det, tset, budget, batch, matched=False)
         t_e0s.append(t_e0)
         print(f"round {r + 1}: engine {t_e:.1f} s, without matched branches {t_e0:.1f} s", flush=True)
+        if args.compare_packed:
+            os.environ["TAMPERBENCH_PACKED_LINEAR"] = "0"
+            try:
+                eng_u, t_u, _ = run_engine(be, det, tset, budget, batch, matched=False)
+            finally:
+                os.environ.pop("TAMPERBENCH_PACKED_LINEAR")
+            t_us.append(t_u)
+            same_u = sum(eng_u[k] == eng0[k] for k in eng0)
+            print(f"round {r + 1}: without matched branches, plain nn.Linear (no packed weights) {t_u:.1f} s; "
+                  f"identical trial tokens on {same_u}/{n} trials", flush=True)
         if r == R // 2:
             chk, t_c = run_chunked(be, det, tset, budget, batch)
             print(f"round {r + 1}: chunked {t_c:.1f} s", flush=True)
@@ -339,6 +350,9 @@ def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, 
         delivered = trial_tokens / t
         print(f"MFU on delivered trial tokens ({label}): {delivered:.1f} trial tok/s x {fpt / 1e6:.0f} MFLOP/token "
               f"/ {peak / 1e9:.1f} GFLOP/s float32 matmul = {delivered * fpt / peak:.2f} (target >= 0.7)")
+    if t_us:
+        print(f"oneDNN pre-packed linears (models/decoding/packed_linear.py): engine without matched branches "
+              f"{_median(t_us) / t_e0:.2f}x faster than with plain nn.Linear (medians over {R} rounds)")
     print(f"ratio engine/naive: {t_n / t_e:.1f}x with matched branches, {t_n / t_e0:.1f}x without (target >= 10)")
     print(f"ratio engine/chunked: {t_c / t_e:.1f}x with matched branches, {t_c / t_e0:.1f}x without (target >= 5)")
     mfu = trial_tokens / t_e0 * fpt / peak
@@ -367,6 +381,8 @@ def main() -> int:
     ap.add_argument("--paper-max-new-tokens", type=int, default=None, help="default 128 (quick 48)")
     ap.add_argument("--skip-naive", action="store_true", help="skip the batch-1 loop (slowest); no naive ratio")
     ap.add_argument("--skip-plain", action="store_true", help="skip plain batched generate")
+    ap.add_argument("--compare-packed", action="store_true",
+                    help="each round also times the engine with plain nn.Linear (TAMPERBENCH_PACKED_LINEAR=0)")
     ap.add_argument("--memory-child", nargs=4, type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.threads:

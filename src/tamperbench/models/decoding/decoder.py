@@ -6,7 +6,8 @@ while admitting new ones, all while every step reports per-row log-prob, full-vo
 and top-k from one float32 ``log_softmax``. ``generate`` offers none of that.
 
 Parts: ``kv_slots.SlotKV`` (KV columns, masks, positions: the transformers-coupled part),
-``rows.PendingState`` / ``rows.Row`` (per-row state), ``distributions`` (the statistics). The
+``rows.PendingState`` / ``rows.Row`` (per-row state), ``distributions`` (the statistics),
+``packed_linear`` (the forwards' linears over pre-packed oneDNN weights on CPU). The
 model sees an explicit 2-D attention mask and explicit position ids, exactly the left-padding
 scheme ``generate`` uses, so results match it.
 
@@ -20,6 +21,7 @@ previous pending distribution without another forward.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from collections.abc import Mapping, Sequence
@@ -28,6 +30,7 @@ import torch
 
 from tamperbench.models.decoding.distributions import distribution
 from tamperbench.models.decoding.kv_slots import SlotKV
+from tamperbench.models.decoding.packed_linear import packed_linears_for
 from tamperbench.models.decoding.rows import PendingState, Row, RowSnapshot, StepResult
 from tamperbench.models.protocols import ensure_fits
 
@@ -56,6 +59,8 @@ class StepDecoder:
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self.steps = 0
         self.forward_seconds = 0.0
+        # oneDNN pre-packed linear weights for this decoder's forwards (CPU float32; see packed_linear.py)
+        self.packed = packed_linears_for(model)
 
     # ---------------------------------------------------------------- queries
     @property
@@ -204,8 +209,9 @@ class StepDecoder:
     # ---------------------------------------------------------------- the step
     def _forward(self, ids, am, pos, cache, logits_to_keep=1):
         t0 = time.perf_counter()
-        out = self.model(input_ids=ids, attention_mask=am, position_ids=pos, use_cache=True,
-                         logits_to_keep=logits_to_keep, **{self._cache_kw: cache})
+        with self.packed.active() if self.packed is not None else contextlib.nullcontext():
+            out = self.model(input_ids=ids, attention_mask=am, position_ids=pos, use_cache=True,
+                             logits_to_keep=logits_to_keep, **{self._cache_kw: cache})
         self.forward_seconds += time.perf_counter() - t0
         return out.logits
 

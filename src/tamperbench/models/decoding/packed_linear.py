@@ -1,0 +1,115 @@
+"""The decoder's linear layers over oneDNN pre-packed weights (CPU, float32 only).
+
+Why: ``nn.Linear`` on CPU calls MKL's sgemm, which re-packs the whole weight matrix on every
+call. At decode batch sizes (8 to 64 rows, one token each) that re-packing costs about as much as
+the multiply itself. oneDNN's inner product takes a weight packed once into its own blocked layout
+(the layout inductor's ``freezing`` uses for CPU linears). Measured on the embedded model, one
+thread: a decode step at batch 8 / 21 / 48 over a 200-token cache took 1.50x / 1.30x / 1.25x less
+time, the output projection over the 49,152-word vocabulary gaining most (about 2x).
+
+What it changes: outputs differ from MKL's by float32 rounding (about 1e-4 on the logits), the
+same order as running a row at another batch size. Greedy tokens are checked against the plain
+float32 batch-1 loop by benchmarks/sleight_throughput.py and the engine's reference tests.
+
+Scope: only during the decoder's own forwards. A context manager gives each plain ``nn.Linear`` an
+instance ``forward`` and removes it afterwards, so everyone else calling the model (the naive
+reference loops, ``generate``, training) runs the untouched module, and forward hooks still fire
+(``nn.Module.__call__`` runs them around whatever ``forward`` is). A weight changed in place
+(training, a LoRA merge) is re-packed: a pack is keyed by the tensor's storage and version counter.
+Modules that already carry an instance ``forward`` (accelerate's offload hooks) are left alone.
+
+Cost: one more copy of the linear weights (0.5 GB for the embedded model), held once per model.
+Off when that copy would exceed a quarter of the available memory, off on GPUs, for non-float32
+weights, with gradients enabled, without oneDNN, or with ``TAMPERBENCH_PACKED_LINEAR=0``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import weakref
+from collections.abc import Iterator
+
+import torch
+
+__all__ = ["PackedLinears", "packed_linears_for"]
+
+_BATCH_HINT = 32  # the batch oneDNN tunes the packed layout for; any batch size works with it
+_PACKERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _wanted(model: torch.nn.Module) -> bool:
+    if not (torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available()):
+        return False
+    if not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        return False
+    lins = _linears(model)
+    if not lins:
+        return False
+    nbytes = sum(m.weight.numel() * 4 for m in lins)
+    import psutil
+
+    return nbytes <= psutil.virtual_memory().available // 4
+
+
+def _eligible(m: torch.nn.Module) -> bool:
+    """A plain float32 CPU linear (subclasses may quantize or wrap: not touched)."""
+    return (type(m) is torch.nn.Linear and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32
+            and (m.bias is None or m.bias.dtype == torch.float32))
+
+
+def _linears(model: torch.nn.Module) -> list[torch.nn.Linear]:
+    return [m for m in model.modules() if _eligible(m) and "forward" not in m.__dict__]  # type: ignore[misc]
+
+
+class PackedLinears:
+    """Pre-packed weights of one model's linears, and the context that routes them through oneDNN."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.modules = _linears(model)
+        self._packs: dict[int, tuple[tuple[int, int], torch.Tensor]] = {}
+
+    def _pack(self, i: int, w: torch.Tensor) -> torch.Tensor:
+        key = (w.data_ptr(), w._version)
+        held = self._packs.get(i)
+        if held is None or held[0] != key:
+            with torch.no_grad():
+                held = (key, torch.ops.mkldnn._reorder_linear_weight(w.detach(), _BATCH_HINT))
+            self._packs[i] = held
+        return held[1]
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        if torch.is_grad_enabled():  # the packed op has no backward
+            yield
+            return
+        patched = []
+        try:
+            for i, m in enumerate(self.modules):
+                if "forward" in m.__dict__ or not _eligible(m):  # someone else's forward; cast since
+                    continue
+                m.forward = _packed_forward(self._pack(i, m.weight), m.bias)  # type: ignore[method-assign]
+                patched.append(m)
+            yield
+        finally:
+            for m in patched:
+                m.__dict__.pop("forward", None)
+
+
+def _packed_forward(packed: torch.Tensor, bias: torch.Tensor | None):
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+    return forward
+
+
+def packed_linears_for(model: torch.nn.Module) -> PackedLinears | None:
+    """The model's shared packer (built on first use), or None where packing is off (see module doc).
+    The environment switch is read on every call, so one process can time both ways."""
+    if os.environ.get("TAMPERBENCH_PACKED_LINEAR", "1") == "0":
+        return None
+    if model in _PACKERS:
+        return _PACKERS[model]
+    packer = PackedLinears(model) if _wanted(model) else None
+    _PACKERS[model] = packer
+    return packer
