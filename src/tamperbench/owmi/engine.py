@@ -8,6 +8,12 @@ probe family and both scopes (pairs sharing a prefix up to the intervened positi
 Protocol steps (Section 4): baseline pass and answer -> altered pass (JS from baseline, causal
 relevance on the gold answer) -> probes per track -> records. The observer reads only the
 visible record of the intervention run, with the third-person probe.
+
+Two ways to run a unit: ``batched=True`` (the default, ``batched.py``) runs the conditions of the
+unit as rows of one batch; ``batched=False`` runs them one condition at a time with the methods
+below -- the plain reference the batched engine is tested against (same records, greedy tokens
+identical, JS within float rounding). Models with sliding-window attention run one at a time
+(``ragged.supported``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import torch
 
 from tamperbench.owmi import contexts as cx
 from tamperbench.owmi import forward as fw
+from tamperbench.owmi.batched import BatchedMixin
 from tamperbench.owmi.conditions import (calibrate_norm, concept_direction, random_direction, random_target,
                                          reference_activation, stable_seed)
 from tamperbench.owmi.objects import ObjectSpec, Target, resolve
@@ -66,12 +73,15 @@ class Unit:
     base_chunks: list | None = None  # baseline teacher-forced log-probs, shared by every condition's JS
     # (None when over BASELINE_KEEP_BYTES: then streamed alongside each intervened pass)
     base_answer_lp: float | None = None
+    task_rows: Any = None  # batched engine: the task answered under every condition (ragged.Rows)
 
 
-class Engine:
+class Engine(BatchedMixin):
     """One loaded model (and its observers) running units of a spec."""
 
-    def __init__(self, backend, spec, observers: list[tuple[str, Any]] | None = None):
+    def __init__(self, backend, spec, observers: list[tuple[str, Any]] | None = None, batched: bool = True):
+        from tamperbench.owmi.ragged import PrefixCache, supported
+
         self.b, self.spec, self.model = backend, spec, backend.model
         self.system = system_prompt()
         self.n_layers = int(self.model.config.num_hidden_layers)
@@ -80,6 +90,8 @@ class Engine:
         self.observers = observers or []
         self._base: dict[str, tuple[list[int], str]] = {}
         self._dirs: dict[tuple, torch.Tensor] = {}
+        self.batched = batched and supported(self.model)
+        self.prefix = PrefixCache()
 
     # ------------------------------------------------------------------ preparation
     def baseline(self, item, task: cx.Context) -> tuple[list[int], str]:
@@ -109,7 +121,8 @@ class Engine:
         task = cx.task_context(self.b, item.prompt_text(), self.system, self.spec.positions)
         base_ids, _ = self.baseline(item, task)
         unit = Unit(cell, item, index, seed, target, rtarget, concept, direction, reference, u, task, base_ids)
-        unit.effects["intervention"] = self.effect(unit, "intervention")
+        unit.effects["intervention"] = (self.effects_rows(unit, ["intervention"])["intervention"] if self.batched
+                                        else self.effect(unit, "intervention"))
         unit.norm_unit = unit.effects["intervention"]["delta_norm"] or 1.0
         return unit
 
@@ -133,8 +146,7 @@ class Engine:
         ids = unit.task.ids + unit.base_ids
         iv = self.make_iv(unit, cond, unit.task.declared)
         start = min(unit.task.declared) if unit.task.declared else 0
-        if unit.base_chunks is None and (len(ids) - start) * self.vocab * 4 <= BASELINE_KEEP_BYTES:
-            unit.base_chunks = list(fw.distributions(self.model, ids, start, None, self.spec.js_chunk))
+        self.keep_baseline(unit)
         js_mean, js_max, n = fw.js_divergence(self.model, ids, start, iv, chunk=self.spec.js_chunk,
                                               baseline=unit.base_chunks)
         out = dict(js_mean=js_mean, js_max=js_max, js_positions=n, delta_norm=iv.mean_delta_norm)
@@ -147,8 +159,16 @@ class Engine:
             out.update(answer_logprob_base=base, answer_logprob_altered=alt, causal_effect=base - alt)
         return out
 
+    def keep_baseline(self, unit: Unit) -> None:
+        """The baseline's teacher-forced chunks, kept for every JS against it when they fit."""
+        ids, start = unit.task.ids + unit.base_ids, min(unit.task.declared) if unit.task.declared else 0
+        if unit.base_chunks is None and (len(ids) - start) * self.vocab * 4 <= BASELINE_KEEP_BYTES:
+            unit.base_chunks = list(fw.distributions(self.model, ids, start, None, self.spec.js_chunk))
+
     def calibrate(self, units: list[Unit]) -> tuple[float, float, float, list]:
         """Impact matching over the cell's units: one eta for the cell (Eq. 7 matches means)."""
+        for u in units:
+            self.keep_baseline(u)
         target = sum(u.effects["intervention"]["js_mean"] for u in units) / len(units)
 
         def mean_js(eta: float) -> float:
@@ -173,6 +193,8 @@ class Engine:
 
     def task_generation(self, unit: Unit, cond: str):
         """The task answered under the condition's hook, cache kept for the delayed tracks."""
+        if self.batched:
+            self.task_rows(unit)
         if cond not in unit.gens:
             iv = self.make_iv(unit, cond, unit.task.declared)
             cache = fw.new_cache(self.model)
@@ -263,15 +285,18 @@ class Engine:
         fw.crop_to(cache, n)
         return out
 
-    def observe(self, backend, unit: Unit, track: str, family: str, max_new: int) -> tuple:
-        """Text-only observer: the visible record of the intervention run, third-person probe."""
+    def observer_record(self, unit: Unit, track: str) -> str:
+        """What a text-only observer sees of the intervention run on ``track``."""
         task_text = unit.item.prompt_text()
         if track == "A":
-            record = f"Task given to the model:\n{task_text}"
-        elif track == "B_masked":
-            record = "(the record is withheld)"
-        else:
-            record = f"Task given to the model:\n{task_text}\n\nThe model's answer:\n{self.task_generation(unit, 'intervention')[2]}"
+            return f"Task given to the model:\n{task_text}"
+        if track == "B_masked":
+            return "(the record is withheld)"
+        return f"Task given to the model:\n{task_text}\n\nThe model's answer:\n{self.task_generation(unit, 'intervention')[2]}"
+
+    def observe(self, backend, unit: Unit, track: str, family: str, max_new: int) -> tuple:
+        """Text-only observer: the visible record of the intervention run, third-person probe."""
+        record = self.observer_record(unit, track)
         text3 = probe_text(family, person="third", n_layers=self.n_layers)
         msgs = cx.observer_prompt(record, text3)
         ids = backend.chat_ids(msgs, system=self.system)
@@ -283,6 +308,7 @@ class Engine:
 
     def release(self, unit: Unit) -> None:
         unit.gens.clear()
+        unit.task_rows = None
 
 
 def parsed_fields(family: str, response: str, n_layers: int) -> dict:

@@ -6,7 +6,7 @@ domain, checked before any compute:
 
 * ``zero``    v' = (1 - dose) v         dose in [0, 1]   (1 = full ablation)
 * ``scale``   v' = dose v               dose >= 0        (1 = unchanged, Section 3.6)
-* ``noise``   v' = v + dose rms(v) e    dose >= 0        e ~ N(0, I), seeded per run
+* ``noise``   v' = v + dose rms(v) e    dose >= 0        e ~ N(0, I), seeded per run and position
 * ``replace`` v' = (1 - dose) v + dose r dose in [0, 1]   r = a reference activation
 * ``add``     v' = v + dose u           any finite dose  u = a unit direction
 
@@ -16,6 +16,11 @@ tokens: altered only when ``when == "every_step"``) and ``"probe"`` (probe promp
 altered only when the hook scope is ``active``; ``lifted`` leaves the probe unaltered over the
 perturbed cache). ``offset`` is the absolute position of column 0 of the current forward, so a
 declared position means the same token whether the prompt arrives in one forward or in chunks.
+
+Noise is keyed by (seed, absolute token position) (:func:`noise_draw`), not drawn from one
+stream in call order: then a position's noise cannot depend on how many forwards ran before it
+-- batch composition, finished rows compacted away, chunking, probe families run earlier, or a
+resumed run -- so the batched and the one-at-a-time engines alter a position identically.
 
 Rows. ``rows`` (indices, or a callable re-evaluated per forward) restricts the hook to chosen
 batch rows, so the conditions of an item can share one batch (``models.hooks.row_targeted``).
@@ -55,16 +60,31 @@ class OperatorSpec(BaseModel):
     dose: float
 
 
+def noise_seed(seed: int, position: int) -> int:
+    """The generator seed of the noise at one absolute token position (plain arithmetic, so a test
+    can recompute it by hand)."""
+    return (int(seed) * 1_000_003 + int(position)) % 2**63
+
+
+def noise_draw(seed: int, positions: Sequence[int], dim: int) -> torch.Tensor:
+    """(len(positions), dim) standard normal noise, row j drawn from ``noise_seed(seed, positions[j])``."""
+    return torch.stack([torch.randn(dim, generator=torch.Generator().manual_seed(noise_seed(seed, p)),
+                                    dtype=torch.float32) for p in positions])
+
+
 def apply_operator(name: str, dose: float, v: torch.Tensor, *, direction: torch.Tensor | None = None,
-                   reference: torch.Tensor | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-    """The changed value v' of an object value ``v`` (..., dim), computed in float32."""
+                   reference: torch.Tensor | None = None, eps: torch.Tensor | None = None) -> torch.Tensor:
+    """The changed value v' of an object value ``v`` (..., cols, dim), computed in float32.
+    ``eps``: the noise operator's draw, broadcastable to ``v`` (see :func:`noise_draw`)."""
     v = v.float()
     if name == "zero":
         return (1.0 - dose) * v
     if name == "scale":
         return dose * v
     if name == "noise":
-        eps = torch.randn(v.shape, generator=generator, dtype=torch.float32).to(v.device)
+        if eps is None:
+            raise UserError("operator noise: needs a noise draw")
+        eps = eps.to(v.device)
         rms = v.pow(2).mean(-1, keepdim=True).sqrt()
         return v + dose * rms * eps
     if name == "replace":
@@ -100,7 +120,7 @@ class Intervention:
         self.positions = None if positions is None else sorted(set(int(p) for p in positions))
         self.when, self.scope, self.direction, self.reference = when, scope, direction, reference
         self.rows, self.identity = rows, identity
-        self.generator = torch.Generator().manual_seed(int(seed))
+        self.seed = int(seed)
         self.phase: Phase = "prefill"
         self.offset = 0
         self.altered: list[int] = []  # absolute positions altered so far (prefill and later)
@@ -125,8 +145,8 @@ class Intervention:
         old = self.target.read(act)[:, idx].float()
         if self.identity:
             return None
-        new = apply_operator(self.operator, self.dose, old, direction=self.direction, reference=self.reference,
-                             generator=self.generator)
+        eps = noise_draw(self.seed, [self.offset + c for c in cols], old.shape[-1]) if self.operator == "noise" else None
+        new = apply_operator(self.operator, self.dose, old, direction=self.direction, reference=self.reference, eps=eps)
         out = self.target.write(act, idx, new, old)
         change = (out[:, idx].float() - act[:, idx].float()).flatten(2).norm(dim=-1).mean(0)
         self.delta_norms.extend(change.tolist())

@@ -9,9 +9,11 @@ re-calibrating over a different subset.
 
 Why records are committed per *group*, not per unit: a unit (cell, item, seed) runs for minutes
 (every track, probe, scope, condition and observer). Its records are written as soon as the batch
-that computes them finishes -- one track's batched probe rows, one condition of a delayed track,
-one observer tier and probe family -- each group in one transaction, so a run killed at any moment
-loses at most the group in flight. On resume a group whose keys are all stored is not recomputed;
+that computes them finishes -- one track's batched rows (every model condition x scope x probe
+family), one observer tier of a track (every probe family) -- each group in one transaction, so a
+run killed at any moment loses at most the group in flight. (The one-at-a-time reference engine,
+``Engine(batched=False)``, groups a delayed or visible track per condition and the observer per
+probe family.) On resume a group whose keys are all stored is not recomputed;
 a group is computed exactly as in an uninterrupted run (same batch rows), so resumed records equal
 the ones an uninterrupted run writes.
 """
@@ -86,6 +88,9 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
 
     console = console or Console(stderr=True)
     rep, t0 = RunReport(), time.perf_counter()
+    from tamperbench.owmi.validate import preflight
+
+    preflight(spec)  # every model's objects, from its config: a bad second model is refused now
     items = {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
     with RunStore.open(out, spec, new=new) as store:
         store.ensure_table(RUNS_TABLE, OwmiRun)
@@ -129,9 +134,7 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
                     for unit, keys in units:
                         bar.update(task, what=f"{unit.item.id}")
                         missing = [k for k in keys if k[0] not in have]
-                        for cond in MODEL_CONDITIONS:
-                            if cond not in unit.effects and any(d["condition"] == cond for _, _, d in missing):
-                                unit.effects[cond] = eng.effect(unit, cond)
+                        _effects(eng, spec, unit, missing, MODEL_CONDITIONS)
                         for recs in _execute(eng, spec, unit, missing, prov, backend, observers):
                             rep.written += store.write(RUNS_TABLE, recs)
                         eng.release(unit)
@@ -165,30 +168,49 @@ def _calibration(store, eng, spec, model, key, units, everyone) -> None:
         eta=eta, iterations=len(trace), trace=trace)])
 
 
+def _effects(eng, spec, unit, missing, model_conditions) -> None:
+    """The teacher-forced effects of the conditions the missing records need. Batched: every
+    model condition of the spec in one batch whenever any is needed (the same batch rows whatever
+    a resumed run still lacks)."""
+    need = {d["condition"] for _, _, d in missing}
+    if eng.batched:
+        conds = [c for c in eng.model_conditions() if c not in unit.effects]
+        if conds and need & set(conds):
+            unit.effects.update(eng.effects_rows(unit, conds))
+        return
+    for cond in model_conditions:
+        if cond not in unit.effects and cond in need:
+            unit.effects[cond] = eng.effect(unit, cond)
+
+
+def _group(eng, d: dict) -> tuple:
+    """The batch that computes a record (and the transaction that commits it)."""
+    cond, tier = d["condition"], d["observer_tier"]
+    if cond == "observer":
+        return (d["track"], "observer", tier) if eng.batched else (d["track"], "observer", tier, d["probe"])
+    if d["track"] in ("A", "B_masked") or eng.batched:
+        return (d["track"], "rows")
+    return (d["track"], cond)
+
+
 def _execute(eng, spec, unit, keys, prov, backend, observers) -> Iterator[list[OwmiRun]]:
     """The records of ``keys`` (one unit's unstored keys), one list per group as soon as the group's
     batch finishes (see the module docstring); groups with no key in ``keys`` are not computed."""
     want: dict[tuple, list] = {}
     for k in keys:
-        d = k[2]
-        cond, tier = d["condition"], d["observer_tier"]
-        if cond == "observer":
-            group: tuple = (d["track"], "observer", tier, d["probe"])
-        elif d["track"] in ("A", "B_masked"):
-            group = (d["track"], "rows")
-        else:
-            group = (d["track"], cond)
-        want.setdefault(group, []).append(k)
+        want.setdefault(_group(eng, k[2]), []).append(k)
     conds = [c for c in spec.conditions if c != "observer"]
     for track in spec.tracks:
         fams = ("spontaneous",) if track == "C" else spec.probes
         max_new = spec.reflection_max_new_tokens if track == "C" else spec.probe_max_new_tokens
-        batches = [((track, "rows"), None)] if track in ("A", "B_masked") else [((track, c), c) for c in conds]
+        batched = eng.batched or track in ("A", "B_masked")
+        batches = [((track, "rows"), None)] if batched else [((track, c), c) for c in conds]
         for group, cond in batches:
             if group not in want:
                 continue
             t = time.perf_counter()
-            got = (eng.probe_fresh(unit, track, conds, fams, spec.scopes, max_new) if cond is None else
+            got = (_batched_probe(eng, spec, unit, track, fams, max_new) if eng.batched else
+                   eng.probe_fresh(unit, track, conds, fams, spec.scopes, max_new) if cond is None else
                    eng.probe_delayed(unit, cond, fams, spec.scopes, max_new) if track in ("B_delayed", "C") else
                    eng.probe_visible(unit, cond, fams, spec.scopes, max_new))
             dt = (time.perf_counter() - t) / max(len(got), 1)
@@ -197,6 +219,15 @@ def _execute(eng, spec, unit, keys, prov, backend, observers) -> Iterator[list[O
         if "observer" not in spec.conditions:
             continue
         for tier, name, b in [(1, spec_model(unit), backend), *[(2, o, ob) for o, ob in observers]]:
+            if eng.batched:
+                if (track, "observer", tier) in want:
+                    t = time.perf_counter()
+                    obs = eng.observe_rows(b, unit, track, fams, max_new)
+                    dt = (time.perf_counter() - t) / max(len(obs), 1)
+                    res = {(track, fam, scope, "observer", tier): (text, ids, [], resp, dt, probe3, name)
+                           for fam, (text, ids, probe3, resp) in obs.items() for scope in spec.scopes}
+                    yield [_record(eng, spec, unit, k, res, prov, observers) for k in want[(track, "observer", tier)]]
+                continue
             for fam in fams:
                 group = (track, "observer", tier, fam)
                 if group not in want:
@@ -206,6 +237,12 @@ def _execute(eng, spec, unit, keys, prov, backend, observers) -> Iterator[list[O
                 got = (text, ids, [], resp, time.perf_counter() - t, probe3, name)
                 res = {(track, fam, scope, "observer", tier): got for scope in spec.scopes}
                 yield [_record(eng, spec, unit, k, res, prov, observers) for k in want[group]]
+
+
+def _batched_probe(eng, spec, unit, track, fams, max_new) -> dict:
+    if track in ("B_delayed", "C"):
+        return eng.probe_delayed_rows(unit, fams, spec.scopes, max_new)
+    return eng.probe_rows(unit, track, fams, spec.scopes, max_new)
 
 
 def _record(eng, spec, unit, k, res, prov, observers) -> OwmiRun:

@@ -1,8 +1,8 @@
 """``tamperbench owmi run`` refuses a bad object on the real embedded model before any compute.
 
-A layer or head index out of range and SAE weights whose width does not match the site can only
-be checked against the loaded model's config; the refusal must come right after the load, as one
-``error:`` line naming the field, exit status 2, and no record stored. (A dose outside an
+A layer or head index out of range and SAE weights whose width does not match the site are checked
+against every model's config before any model loads (``owmi/validate.py``), as one ``error:``
+line naming the model and the field, exit status 2, and no record stored. (A dose outside an
 operator's domain is refused from the spec alone: tests/unit/owmi/test_owmi_spec.py; an
 unsupported architecture: tests/unit/owmi/test_owmi_objects_operators.py.)
 """
@@ -54,6 +54,37 @@ def test_bad_object_refused_before_compute(tmp_path, embedded_backend, objects, 
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert lines[-1].startswith("error:") and needle in lines[-1], p.stderr[-2000:]
     assert "Traceback" not in p.stderr
+    _nothing_stored(run)
+
+
+def _nothing_stored(run: Path) -> None:
+    if not run.exists():  # refused from the configs before the run directory is opened
+        return
     with RunStore.open_existing(run, read_only=True) as st:
         assert not st.has_table("owmi_runs") or st.count("owmi_runs") == 0
         assert not st.has_table("owmi_calibration") or st.count("owmi_calibration") == 0
+
+
+def test_bad_object_for_second_model_refused_before_first_runs(tmp_path, embedded_backend):
+    """Two models: layer 12 exists in the embedded model (30 layers) but not in a tiny random
+    llama saved beside it (2 layers). The refusal names the second model and the field, and comes
+    before the first model computes anything: no run directory at all."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    tiny = tmp_path / "tiny"
+    cfg_t = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    AutoModelForCausalLM.from_config(cfg_t).save_pretrained(tiny)
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"models": ["embedded", str(tiny)], "objects": [{"kind": "resid_post", "layer": 12}],
+                               "operators": [{"name": "scale", "dose": 0.5}], "items_per_benchmark": 1,
+                               "probes": ["detection"], "observer_classifier": False}))
+    run = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "tamperbench.cli", "owmi", "run", "--config", str(cfg), "--out", str(run)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2, p.stderr[-2000:]
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr[-2000:]
+    assert lines[0].startswith("error: models[1]") and str(tiny) in lines[0], lines[0]
+    assert "objects[0].layer: 12 out of range (model has 2 layers" in lines[0], lines[0]
+    assert not run.exists() or not any(run.iterdir()), "nothing may be written for the first model"

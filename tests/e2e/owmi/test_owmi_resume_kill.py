@@ -2,8 +2,8 @@
 
 The run is a one-item config (a scaled residual stream, so no concept direction to build; Track A
 and the delayed Track B, detection, both scopes, intervention, sham and the tier-1 observer):
-1 item x 2 tracks x 1 probe x 2 scopes x 3 conditions = 12 records, written in 5 groups (Track
-A's batched rows; Track B's intervention and sham; the observer on each track). The test polls
+1 item x 2 tracks x 1 probe x 2 scopes x 3 conditions = 12 records, written in 4 groups (each
+track's batched rows of intervention and sham; the observer on each track). The test polls
 the store while the run writes it -- a copy of ``records.duckdb`` and its WAL, opened with the WAL
 replayed, which is what DuckDB would recover after a crash at that instant -- and kills the
 process as soon as the first records are committed, i.e. in the middle of the only unit (before

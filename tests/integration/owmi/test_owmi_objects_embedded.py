@@ -72,6 +72,7 @@ def test_embedded_pair_changes_exactly_the_object(embedded_backend, tmp_path, ki
     elif op == "replace":
         assert torch.allclose(y[:, POS], reference.expand_as(y[:, POS]), atol=1e-4)
     else:  # noise: recompute the seeded draw by hand
-        eps = torch.randn(x[:, POS].shape, generator=torch.Generator().manual_seed(3))
+        eps = torch.stack([torch.randn(x.shape[-1], generator=torch.Generator().manual_seed(3 * 1000003 + p))
+                           for p in POS])  # one draw per absolute position, seeded seed * 1000003 + position
         rms = x[:, POS].pow(2).mean(-1, keepdim=True).sqrt()
         assert torch.allclose(y[:, POS], x[:, POS] + dose * rms * eps, atol=1e-3)

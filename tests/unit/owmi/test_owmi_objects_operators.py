@@ -40,8 +40,9 @@ def _expected(op, dose, x, direction, reference, seed):
         return (1 - dose) * x
     if op == "scale":
         return dose * x
-    if op == "noise":
-        eps = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed))
+    if op == "noise":  # one draw per absolute position p, seeded seed * 1000003 + p (the same for every row)
+        eps = torch.stack([torch.randn(x.shape[-1], generator=torch.Generator().manual_seed(seed * 1000003 + p))
+                           for p in POS])
         return x + dose * x.pow(2).mean(-1, keepdim=True).sqrt() * eps
     if op == "replace":
         return (1 - dose) * x + dose * reference
@@ -112,6 +113,29 @@ def test_noise_is_seeded(tiny):
     ids = torch.arange(3, 10)[None]
     runs = [_capture(tiny, ids, Intervention(target, "noise", 0.5, seed=s).hook_pairs())["resid_post.2"] for s in (4, 4, 5)]
     assert torch.equal(runs[0], runs[1]) and not torch.allclose(runs[0], runs[2])
+
+
+def test_noise_depends_on_position_not_on_call_order(tiny):
+    """The same position gets the same noise whether the prompt arrives in one forward or token by
+    token (a stream drawn in call order would not): what lets the batched engine, which runs
+    different forwards than the one-at-a-time engine, alter every position identically."""
+    target = resolve(tiny, ObjectSpec(kind="resid_post", layer=1))
+    ids = list(range(3, 10))
+    whole = Intervention(target, "noise", 0.5, seed=4)
+    with torch.no_grad(), hooks(tiny, whole.hook_pairs()):
+        one = tiny(input_ids=torch.tensor([ids])).logits[0, -1]
+    step = Intervention(target, "noise", 0.5, seed=4)
+    from transformers import DynamicCache
+
+    from tamperbench.owmi.forward import _cache_kw
+
+    cache = DynamicCache()
+    with torch.no_grad(), hooks(tiny, step.hook_pairs()):
+        for p, t in enumerate(ids):
+            step.offset = p
+            last = tiny(input_ids=torch.tensor([[t]]), use_cache=True, **{_cache_kw(tiny): cache}).logits[0, -1]
+    assert torch.allclose(one, last, atol=1e-4)
+    assert whole.altered == step.altered == list(range(7))
 
 
 def test_hooks_removed_when_forward_raises(tiny):

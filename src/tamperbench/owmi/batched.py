@@ -1,0 +1,187 @@
+"""The batched engine: the conditions of an item as rows of one batch (issue 10, item 9).
+
+Why: the one-at-a-time engine (``engine.py``, kept as the reference the equivalence test compares
+against) answers the task once per condition, probes the delayed and visible tracks once per
+condition, asks the observer once per probe family and teacher-forces one condition at a time.
+Here each of those is one batch (``ragged.Rows``): the model conditions of the spec (intervention,
+sham, random_unit, random_matched), times the scopes where the probe differs by scope, each row
+under its own row-targeted hook, finished rows compacted away.
+
+Shared prefixes: the tokens before the first declared position (system prompt and turn header)
+are identical in every row and no hook alters them, so they are prefilled once, unhooked, and the
+one-row cache is forked into every batch that starts with them (``ragged.PrefixCache``: the same
+header serves every item and track). The task's cache, generated under each condition's hook,
+is kept per condition and copied into every probe family of the delayed tracks.
+
+Batch composition never depends on what a resumed run still has to do (always every model
+condition of the spec, in spec order), so a resumed group is computed by the same batch rows as
+in an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tamperbench.owmi import contexts as cx
+from tamperbench.owmi import forward as fw
+from tamperbench.owmi.probes import probe_text
+
+BASE = "__baseline__"  # the unhooked row of a teacher-forced batch
+
+
+class BatchedMixin:
+    """Engine methods running the conditions of a unit as rows of one batch."""
+
+    def model_conditions(self) -> list[str]:
+        return [c for c in self.spec.conditions if c != "observer"]
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.b.tokenizer.decode(ids, skip_special_tokens=True)
+
+    # ------------------------------------------------------------------ the task under every condition
+    def task_rows(self, unit):
+        """Every model condition answers the task in one batch (one row each, its own hook); the
+        batch is kept: each row's cache holds its task prompt and whole answer (holes after a row
+        finished), what the delayed tracks and the visible track build on."""
+        if unit.task_rows is None:
+            conds, ids = self.model_conditions(), unit.task.ids
+            first = min(unit.task.declared) if unit.task.declared else len(ids)
+            rows, fork = self.prefix.rows(self.model, [ids] * len(conds), first, conds)
+            ivs = {c: self.make_iv(unit, c, unit.task.declared) for c in conds}
+            for c in conds:
+                rows.attach(c, ivs[c])
+            logits = rows.extend([ids[fork:]] * len(conds), "prefill")[:, -1]
+            got = rows.greedy(logits, self.spec.task_max_new_tokens, self.eos, "decode", keep=True)
+            for c in conds:
+                unit.gens[c] = (None, got[c][0], self._decode(got[c][0]), ivs[c])
+            unit.task_rows = rows
+        return unit.task_rows
+
+    # ------------------------------------------------------------------ probes
+    def probe_rows(self, unit, track: str, families, scopes, max_new: int) -> dict:
+        """Tracks A, B_masked and B_visible: rows (condition, scope), each row's context from
+        ``_context`` (B_visible: its condition's own task output, so rows differ in length). The
+        part before the probe is fed once per distinct prefix and copied for each family."""
+        conds = self.model_conditions()
+        defs = [(c, s) for c in conds for s in scopes]
+        if track == "B_visible":
+            self.task_rows(unit)
+        out, prefixes, base = {}, None, None
+        for fam in families:
+            ctxs = {c: self._context(unit, track, fam, c) for c in conds}
+            pre = [ctxs[c].ids[: ctxs[c].split] for c, _ in defs]
+            if pre != prefixes:
+                prefixes = pre
+                first = min((min(ctxs[c].declared) for c in conds if ctxs[c].declared), default=min(map(len, pre)))
+                base, fork = self.prefix.rows(self.model, pre, first, defs)
+                for c, s in defs:
+                    base.attach((c, s), self.make_iv(unit, c, ctxs[c].declared, s))
+                base.extend([p[fork:] for p in pre], "prefill")
+            rows = base.select(range(len(defs)), defs)
+            for rid, iv in base.ivs:
+                rows.attach(rid, iv)
+            logits = rows.extend([ctxs[c].ids[ctxs[c].split:] for c, _ in defs], "probe")[:, -1]
+            got = rows.greedy(logits, max_new, self.eos, "probe")
+            for c, s in defs:
+                ctx, (ids, fin) = ctxs[c], got[(c, s)]
+                out[(c, fam, s)] = (ctx.text, ctx.ids, ctx.declared, (ids, self._decode(ids), fin))
+        return out
+
+    def probe_delayed_rows(self, unit, families, scopes, max_new: int) -> dict:
+        """Tracks B_delayed and C: a later user turn on each condition's own task cache; rows
+        (condition, scope), the task batch copied once per family (it stays intact)."""
+        task = self.task_rows(unit)
+        conds = self.model_conditions()
+        defs = [(c, s) for c in conds for s in scopes]
+        order = [task.rids.index(c) for c, _ in defs]
+        out = {}
+        for fam in families:
+            person_text = probe_text(fam, person="first", n_layers=self.n_layers)
+            tails = {}
+            for c in conds:
+                out_ids, out_text = unit.gens[c][1], unit.gens[c][2]
+                full, tail = cx.later_turn(self.b, unit.item.prompt_text(), out_text, person_text, self.system)
+                end_text = self.b.tokenizer.decode([out_ids[-1]]) if out_ids and out_ids[-1] in self.eos else ""
+                if end_text and tail.startswith(end_text):
+                    tail = tail[len(end_text):]
+                tails[c] = (full, self.b.tokenizer(tail, add_special_tokens=False)["input_ids"])
+            rows = task.select(order, defs)
+            for c, s in defs:
+                rows.attach((c, s), self.make_iv(unit, c, unit.task.declared, s))
+            logits = rows.extend([tails[c][1] for c, _ in defs], "probe")[:, -1]
+            got = rows.greedy(logits, max_new, self.eos, "probe")
+            for c, s in defs:
+                ids, fin = got[(c, s)]
+                out[(c, fam, s)] = (tails[c][0], unit.task.ids + unit.gens[c][1] + tails[c][1], unit.task.declared,
+                                    (ids, self._decode(ids), fin))
+        return out
+
+    def observe_rows(self, backend, unit, track: str, families, max_new: int) -> dict:
+        """The text-only observer, every probe family of a track as one batch (no hooks); the
+        record they share is prefilled once. Returns family -> (text, ids, probe, response)."""
+        from tamperbench.owmi.ragged import supported
+
+        if not supported(backend.model):
+            return {f: self.observe(backend, unit, track, f, max_new) for f in families}
+        record = self.observer_record(unit, track)
+        msgs = {f: cx.observer_prompt(record, probe_text(f, person="third", n_layers=self.n_layers)) for f in families}
+        ids = {f: backend.chat_ids(msgs[f], system=self.system) for f in families}
+        fams = list(families)
+        rows, fork = self.prefix.rows(backend.model, [ids[f] for f in fams], 1 << 30, fams)
+        logits = rows.extend([ids[f][fork:] for f in fams], "probe")[:, -1]
+        got = rows.greedy(logits, max_new, set(backend.eos_ids), "probe")
+        return {f: (backend.chat_text(msgs[f], system=self.system), ids[f],
+                    probe_text(f, person="third", n_layers=self.n_layers),
+                    (got[f][0], backend.tokenizer.decode(got[f][0], skip_special_tokens=True), got[f][1]))
+                for f in fams}
+
+    # ------------------------------------------------------------------ teacher-forced effects
+    def effects_rows(self, unit, conds: list[str]) -> dict[str, dict]:
+        """JS divergence and causal relevance of ``conds`` in one teacher-forced batch with the
+        baseline as its unhooked first row (so a sham's row is computed exactly as the baseline's).
+        Positions are fed ``js_chunk // rows`` at a time: one block stays js_chunk x vocabulary."""
+        rids = [BASE, *conds]
+        ids = unit.task.ids + unit.base_ids
+        start = min(unit.task.declared) if unit.task.declared else 0
+        ivs = {c: self.make_iv(unit, c, unit.task.declared) for c in conds}
+        rows, fork = self.prefix.rows(self.model, [ids] * len(rids), start, rids)
+        for c in conds:
+            rows.attach(c, ivs[c])
+        step = max(1, self.spec.js_chunk // len(rids))
+        total, peak, n = torch.zeros(len(conds), dtype=torch.float64), torch.zeros(len(conds)), 0
+        for lo in range(fork, len(ids), step):
+            hi = min(lo + step, len(ids))
+            keep = hi - max(start, lo)
+            logits = rows.extend([ids[lo:hi]] * len(rids), "prefill", keep=max(keep, 1))
+            if keep <= 0:
+                continue
+            lp = torch.log_softmax(logits, dim=-1)
+            js = fw.js_rows(lp[:1], lp[1:])  # (conds, keep)
+            total += js.double().sum(1)
+            peak = torch.maximum(peak, js.max(1).values)
+            n += keep
+            del logits, lp, js
+        out = {c: dict(js_mean=float(total[i] / n) if n else 0.0, js_max=float(peak[i]), js_positions=n,
+                       delta_norm=ivs[c].mean_delta_norm) for i, c in enumerate(conds)}
+        if unit.item.answer:
+            lps = self._answer_rows(unit, conds)
+            unit.base_answer_lp = lps[BASE]
+            for c in conds:
+                out[c].update(answer_logprob_base=lps[BASE], answer_logprob_altered=lps[c],
+                              causal_effect=lps[BASE] - lps[c])
+        return out
+
+    def _answer_rows(self, unit, conds: list[str]) -> dict[str, float]:
+        """Teacher-forced log p(gold | task) for the baseline and every condition, one forward."""
+        gold = self.b.tokenizer(unit.item.answer, add_special_tokens=False)["input_ids"]
+        rids = [BASE, *conds]
+        ids = unit.task.ids + list(gold)
+        k = len(unit.task.ids) - 1
+        start = min(unit.task.declared) if unit.task.declared else 0
+        rows, fork = self.prefix.rows(self.model, [ids] * len(rids), min(start, k), rids)
+        for c in conds:
+            rows.attach(c, self.make_iv(unit, c, unit.task.declared))
+        lp = torch.log_softmax(rows.extend([ids[fork:]] * len(rids), "prefill", keep=len(ids) - k), dim=-1)
+        targets = torch.tensor(ids[k + 1:])
+        got = lp[:, : len(targets)].gather(2, targets[None, :, None].expand(len(rids), -1, 1))[..., 0]
+        return {r: float(got[i].sum()) for i, r in enumerate(rids)}

@@ -1,0 +1,49 @@
+"""Refuse a bad (model, object) of an OWMI spec before any model runs.
+
+Why from configs: with several models in a spec, an object that does not exist in the *second*
+model (a layer or head index out of range, an unsupported architecture, SAE weights whose width
+does not match the site) used to surface only after the first model had run for minutes and
+written its records. Every check :func:`tamperbench.owmi.objects.resolve` makes reads only the
+model's config (layers, heads, hidden size, architecture) and the SAE folder, so each local model
+is checked from its ``config.json`` alone -- no weights loaded -- before the run directory is
+opened. Doses and every other field are checked when the spec is parsed.
+
+Scope: local models (``embedded``, a transformers directory, a ``.gguf``, a hub id in the local
+cache). Remote schemes (``openai:``, ``vllm:``) have no local config; they are refused by the
+suite's capability check when loaded (OWMI needs hooks).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from tamperbench.errors import UserError
+
+LOCAL_SCHEMES = ("embedded", "dir", "gguf", "hub")
+
+
+def model_config(spec: str, field: str):
+    """The transformers config of a local model spec, read without loading its weights."""
+    from tamperbench.models.sources import resolve as resolve_source
+
+    src = resolve_source(spec)
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(src.load_dir)
+    except Exception as err:  # transformers raises many kinds for an unreadable config
+        raise UserError(f"{field}: transformers cannot read the config of {src.load_dir} "
+                        f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
+
+
+def preflight(spec) -> None:
+    """Every (model, object) of ``spec``, checked before any compute; one line naming both."""
+    from tamperbench.models.registry import scheme_of
+    from tamperbench.owmi.objects import resolve
+
+    for i, name in enumerate(spec.models):
+        if scheme_of(name) not in LOCAL_SCHEMES:
+            continue
+        shim = SimpleNamespace(config=model_config(name, f"models[{i}]"))
+        for j, obj in enumerate(spec.objects):
+            resolve(shim, obj, field=f"models[{i}] ({name}): objects[{j}]")
