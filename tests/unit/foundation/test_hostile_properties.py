@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import duckdb
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -96,17 +97,22 @@ def test_spec_loading_random_field_values(suite_name, data):
         only_user_errors(load_like_run_command, path)
 
 
+@pytest.fixture(scope="module")
+def empty_run(tmp_path_factory) -> Path:
+    """One real run for the module (its spec.json is overwritten by each example that needs it)."""
+    run = tmp_path_factory.mktemp("hostile") / "run"
+    with RunStore.open(run, _Spec()):
+        pass
+    return run
+
+
 @STORE
-@given(st.binary(max_size=120) | JSON.map(lambda v: json.dumps(v).encode()))
-def test_stored_spec_json_random_bytes(data):
-    with tempfile.TemporaryDirectory() as tmp:
-        run = Path(tmp) / "run"
-        with RunStore.open(run, _Spec()):
-            pass
-        (run / "spec.json").write_bytes(data)
-        store = only_user_errors(RunStore.open_existing, run, read_only=True)
-        if store is not None:
-            store.close()
+@given(data=st.binary(max_size=120) | JSON.map(lambda v: json.dumps(v).encode()))
+def test_stored_spec_json_random_bytes(empty_run, data):
+    (empty_run / "spec.json").write_bytes(data)  # each example writes the whole file: none sees another's
+    store = only_user_errors(RunStore.open_existing, empty_run, read_only=True)
+    if store is not None:
+        store.close()
 
 
 # -- export ------------------------------------------------------------------------------------
@@ -142,15 +148,19 @@ def test_export_random_table_names(name, by_flag, fmt):
             assert n == 2
 
 
+@pytest.fixture(scope="module")
+def one_row_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("hostile") / "run"
+    with RunStore.open(run, _Spec()) as store:
+        store.write("rows", [_Row(key="k", text="t")])
+    return run
+
+
 @STORE
-@given(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0/"), min_size=1, max_size=30))
-def test_export_random_out_names(fname):
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        run = tmp / "run"
-        with RunStore.open(run, _Spec()) as store:
-            store.write("rows", [_Row(key="k", text="t")])
-        out = tmp / "out" / fname
-        written = only_user_errors(export_run, run, "csv", out)
+@given(fname=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0/"), min_size=1, max_size=30))
+def test_export_random_out_names(one_row_run, fname):
+    with tempfile.TemporaryDirectory() as tmp:  # one run (only read), a fresh output folder per example
+        out = Path(tmp) / "out" / fname
+        written = only_user_errors(export_run, one_row_run, "csv", out)
         if written is not None:
             assert written[0][1].is_file()
