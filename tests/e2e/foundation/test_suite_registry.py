@@ -2,7 +2,9 @@
 
 Registered only through ``TAMPERBENCH_SUITES`` (no edit to core files, no reinstall): it must be
 listed by ``tamperbench --help``, run by ``tamperbench run SPEC.json`` into a real DuckDB store,
-printed by its own table renderer and rendered by ``tamperbench report``. Real subprocess CLI.
+printed by its own table renderer and rendered by ``tamperbench report``. Real subprocess CLI for
+those (the sub-app is mounted when ``tamperbench.cli`` is imported); the two refusals of a spec file
+run the same entry point in-process (``tb_inprocess``), where the registry reads the variable per call.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import duckdb
+import pytest
 
 TOY = textwrap.dedent('''
     """A toy suite: stores n records whose value is i squared."""
@@ -113,22 +116,30 @@ def test_toy_suite_in_help_run_and_report(tmp_path):
     assert (tmp_path / "report" / "tables" / "toy.csv").read_text() == "run,rows\nrun,4\n"
 
 
-def test_toy_spec_constraint_refused_before_any_run_dir(tmp_path):
+@pytest.fixture
+def toy_inprocess(tmp_path, monkeypatch, tb_inprocess):
+    """``tamperbench ARGS`` in-process with this test's toy suite registered through the variable."""
     (tmp_path / "toy_suite.py").write_text(TOY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "toy_suite", raising=False)  # this test's file, not an earlier import
+    yield lambda *args: tb_inprocess(*args, cwd=tmp_path, env={"TAMPERBENCH_SUITES": "toy_suite:SUITE"})
+    sys.modules.pop("toy_suite", None)
+
+
+def test_toy_spec_constraint_refused_before_any_run_dir(tmp_path, toy_inprocess):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"suite": "toy", "n": 0}))
-    proc = _cli(tmp_path, "run", str(spec), "--out", str(tmp_path / "run"))
+    proc = toy_inprocess("run", str(spec), "--out", str(tmp_path / "run"))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "field 'n'" in proc.stderr
     assert not (tmp_path / "run").exists()
 
 
-def test_unknown_suite_lists_registered_ones(tmp_path):
-    (tmp_path / "toy_suite.py").write_text(TOY)
+def test_unknown_suite_lists_registered_ones(tmp_path, toy_inprocess):
     spec = tmp_path / "spec.json"
     for body in ({"suite": "owmi-typo"}, {"model": "embedded"}):
         spec.write_text(json.dumps(body))
-        proc = _cli(tmp_path, "run", str(spec), "--out", str(tmp_path / "run"))
+        proc = toy_inprocess("run", str(spec), "--out", str(tmp_path / "run"))
         assert proc.returncode == 2
         line = proc.stderr.strip()
         assert "\n" not in line and "field 'suite'" in line, line
