@@ -46,7 +46,11 @@ def test_run_then_table_then_resume(tmp_path):
     con.close()
 
 
-def test_items_export_has_what_outside_collection_needs(tmp_path):
+def test_items_export_has_what_outside_collection_needs(tmp_path, tb_inprocess):
+    def tb(*args, check_rc):  # the entry point in-process: the console script runs in the score test below
+        proc = tb_inprocess("quote", *args)
+        assert proc.returncode == check_rc, proc.stdout + proc.stderr
+
     f = tmp_path / "code.jsonl"
     tb("items", "--preset", "code", "--out", f, check_rc=0)
     rows = [json.loads(line) for line in f.read_text().splitlines()]
