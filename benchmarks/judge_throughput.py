@@ -5,10 +5,16 @@ Usage: .venv/bin/python benchmarks/judge_throughput.py [--n 16] [--max-new-token
 WHY: judging 10,100 replies per model with three judges is the expensive step of the protocol on
 local hardware; batching is what makes it affordable. Both modes run the exact production path
 (``tamperbench.judge.jury.judge_items``: prompt building, generation, parsing, the stricter retry)
-on the same replies, after one warm-up call, three ways: batched with prefix reuse (the system
-prompt and rubric are prefilled once per call: models/prefix_share.py), batched without, and one at
-a time; each line says where the time went (prefill vs decode tokens and seconds, from
-``backend.generation_stats``). Target: batched at least 4x one-at-a-time.
+on the same replies, after one warm-up call, three ways: batched with prefix reuse, batched
+without, and one at a time; each line says where the time went (prefill vs decode tokens and
+seconds, from ``backend.generation_stats``). Target: batched at least 4x one-at-a-time.
+
+Prefix reuse (models/prefix_share.py) has two parts here. Within a call, the prompts share only the
+system prompt and the template's first line (~72 tokens of the embedded judge's ~550): the paper's
+Appendix G template puts the question and the reply before its ~250-token rubric, and that order is
+kept. Across the two calls of ``judge_items``, the stricter retry is the first conversation plus
+its answer and one reminder; inside ``backend.prefix_memory()`` it starts from the first call's KV
+and prefills only the answer's re-tokenised tail and the reminder.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ Two vote rules (``tamperbench.schema.jury_label``), named in every table that us
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Literal
 
@@ -61,26 +62,31 @@ def _conversation(user: str) -> list[dict]:
 
 def judge_items(backend: object, judge: str, items: Sequence[JudgeInput], *, max_new_tokens: int,
                 seed: int = 0, fence: Fence = "nonce", progress: bool = False) -> list[Vote]:
-    """Verdicts of one judge on ``items``: one batched call, then one batched retry for the failures."""
+    """Verdicts of one judge on ``items``: one batched call, then one batched retry for the failures.
+
+    A local backend (``prefix_memory``) keeps the first call's prompt + answer KV for the retry,
+    which is that conversation plus one reminder (models/prefix_share.py, PrefixStore)."""
     if not items:
         return []
     spec = load_prompt_spec()
     specials = tuple(tokenizer_special_tokens(backend))
     prompts = [build_prompt(it, fence=fence, special_tokens=specials) for it in items]
     convs = [_conversation(p.user) for p in prompts]
-    first = backend.generate_chat(convs, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed,
-                                  system=spec.system, progress=progress)
-    parsed = [parse_verdict(strip_reasoning(g.text), reply=it.reply) for g, it in zip(first, items, strict=True)]
+    memory = getattr(backend, "prefix_memory", None)
+    with memory() if memory is not None else nullcontext():
+        first = backend.generate_chat(convs, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed,
+                                      system=spec.system, progress=progress)
+        parsed = [parse_verdict(strip_reasoning(g.text), reply=it.reply) for g, it in zip(first, items, strict=True)]
 
-    retry_idx = [i for i, p in enumerate(parsed) if p.status != "parsed"]
-    retries: dict[int, tuple[object, ParsedVerdict]] = {}
-    if retry_idx:
-        retry_convs = [convs[i] + [{"role": "assistant", "content": first[i].text},
-                                   {"role": "user", "content": spec.retry_reminder}] for i in retry_idx]
-        second = backend.generate_chat(retry_convs, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed,
-                                       system=spec.system, progress=progress)
-        for i, gen in zip(retry_idx, second, strict=True):
-            retries[i] = (gen, parse_verdict(strip_reasoning(gen.text), reply=items[i].reply))
+        retry_idx = [i for i, p in enumerate(parsed) if p.status != "parsed"]
+        retries: dict[int, tuple[object, ParsedVerdict]] = {}
+        if retry_idx:
+            retry_convs = [convs[i] + [{"role": "assistant", "content": first[i].text},
+                                       {"role": "user", "content": spec.retry_reminder}] for i in retry_idx]
+            second = backend.generate_chat(retry_convs, max_new_tokens=max_new_tokens, temperature=0.0,
+                                           seed=seed, system=spec.system, progress=progress)
+            for i, gen in zip(retry_idx, second, strict=True):
+                retries[i] = (gen, parse_verdict(strip_reasoning(gen.text), reply=items[i].reply))
 
     votes: list[Vote] = []
     for i, (it, bp, gen, p1) in enumerate(zip(items, prompts, first, parsed, strict=True)):

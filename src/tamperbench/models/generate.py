@@ -35,11 +35,14 @@ def _cut_stop(text: str, stops: Sequence[str]) -> int | None:
 
 
 def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int,
-                   stops: list[str], progress: bool, share_prefix: bool = True) -> list[tuple[list[int], str, str]]:
+                   stops: list[str], progress: bool, share_prefix: bool = True,
+                   prefix_store=None) -> list[tuple[list[int], str, str]]:
     """Returns (new token ids, text, finish_reason) per prompt, in prompt order.
 
     ``share_prefix``: prefill each shared prompt prefix once (models/prefix_share.py). Where the
-    time went (prefill vs decode tokens and seconds) is left in ``backend.generation_stats``."""
+    time went (prefill vs decode tokens and seconds) is left in ``backend.generation_stats``.
+    ``prefix_store``: a ``prefix_share.PrefixStore`` whose rows later calls may start from (filled
+    with this call's prompts + answers as they finish)."""
     from tamperbench.models.memory import generation_batch
     from tamperbench.models.prefix_share import PrefixAdmitter
 
@@ -47,7 +50,7 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
     rows = generation_batch(backend.model, backend.device, prompt_len=max(map(len, prompts), default=1),
                             new_tokens=max_new_tokens, cap=min(backend.max_batch_size, max(1, len(prompts))))
     dec = backend.step_decoder(capacity=rows)
-    queue = PrefixAdmitter(dec, prompts, share=share_prefix)
+    queue = PrefixAdmitter(dec, prompts, share=share_prefix, store=prefix_store)
     row_of: dict[int, int] = {}  # row id -> prompt index
     gens: dict[int, torch.Generator] = {}
     results: list[tuple[list[int], str, str] | None] = [None] * len(prompts)
@@ -94,6 +97,7 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
                         text, reason = text[:cut], "stop"
                 results[i] = (list(ids), text, reason)
                 bar.advance(task)
+            queue.remember([r for r, _, _ in finished])
             dec.release([r for r, _, _ in finished])
             bar.update(task, rate=f"{n_tokens / max(time.perf_counter() - t0, 1e-9):.1f} tok/s")
     wall = time.perf_counter() - t0

@@ -39,6 +39,7 @@ class HFBackend:
         self.eos_ids = _eos_ids(model, tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_ids[0])
+        self._prefix_store: Any = None  # a PrefixStore inside prefix_memory()
 
     @property
     def provenance_id(self) -> str:
@@ -135,9 +136,24 @@ class HFBackend:
         from tamperbench.models.generate import run_generation
 
         outs = run_generation(self, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
-                              seed=seed, stops=stops, progress=progress, share_prefix=share_prefix)
+                              seed=seed, stops=stops, progress=progress, share_prefix=share_prefix,
+                              prefix_store=getattr(self, "_prefix_store", None) if share_prefix else None)
         return [Generation(text=text, token_ids=ids, prompt_text=pt, prompt_ids=pi, finish_reason=fr)  # type: ignore[arg-type]
                 for (ids, text, fr), pt, pi in zip(outs, texts, prompts)]
+
+    @contextmanager
+    def prefix_memory(self, fraction: float = 0.1) -> Iterator[Any]:
+        """Inside the block, generation calls keep their rows' prompt + answer KV (up to ``fraction``
+        of free memory) and later calls start from it (models/prefix_share.py, PrefixStore): a
+        judge's retry re-reads its first conversation. Keep hooks and weights unchanged inside."""
+        from tamperbench.models.memory import free_bytes
+        from tamperbench.models.prefix_share import PrefixStore
+
+        prev, self._prefix_store = self._prefix_store, PrefixStore(int(free_bytes(self.device) * fraction))
+        try:
+            yield self._prefix_store
+        finally:
+            self._prefix_store = prev
 
     # ---------------------------------------------------------------- scoring
     @torch.inference_mode()

@@ -2,8 +2,9 @@
 
 Why: the prompts of one run share long prefixes. Exact Words asks 3 to 4 items per document and
 two arms per item, all after the same document; its ``depth`` preset puts the same ~3,000-token
-fused document before every one of its 74 questions; a jury asks the same system prompt and
-rubric before every reply. Prefill is compute-bound on a CPU, so reading a shared prefix once
+fused document before every one of its 74 questions; a judge's stricter retry re-reads its whole
+first conversation (the jury's prompts share only the system prompt and one line with each other:
+the paper's template puts the reply before the rubric). Prefill is compute-bound on a CPU, so reading a shared prefix once
 instead of once per prompt is most of a run's prefill time.
 
 How (greedy outputs are those of each prompt prefilled alone, up to float rounding, which the
@@ -19,6 +20,8 @@ tests and ``benchmarks/quote_throughput.py`` check token for token):
    as a snapshot: the decoder then decodes every row exactly as if it had prefilled it itself.
    Suffixes of very different lengths go in separate forwards (:func:`split_by_length`).
    A group bigger than the free slots waits with its prefix cache (batch 1) for the next slots.
+3. :class:`PrefixStore` (``HFBackend.prefix_memory``) keeps finished rows' prompt + answer KV for
+   the next calls of one block: a later prompt that starts with a stored row skips that prefill.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["Group", "PrefixAdmitter", "common_prefix", "plan_groups", "prefill_cost", "split_by_length"]
+__all__ = ["Group", "PrefixAdmitter", "PrefixStore", "common_prefix", "plan_groups", "prefill_cost",
+           "split_by_length"]
 
 MIN_SHARED = 16  # a shared prefix shorter than this is not worth an extra forward
 GROUP_OVERHEAD = 8  # one more forward pass, in prefill-token equivalents (the DP's tie breaker)
@@ -128,6 +132,65 @@ def split_by_length(lens: Sequence[int], *, prefix: int, overhead: int = SUFFIX_
     return parts[::-1]
 
 
+class PrefixStore:
+    """Prompt + answer KV kept from one generation call for the next ones (``HFBackend.prefix_memory``).
+
+    Why: a judge's stricter retry is its first conversation (system prompt, rubric, reply, its own
+    first answer) plus one reminder: re-reading ~600 tokens to add ~100. A later prompt that starts
+    with a stored row's tokens is admitted from that row's KV (cut to the common prefix; keys of a
+    prefix never depend on what follows it). Entries are sorted by token ids, so the entry sharing
+    the longest prefix with a prompt is a neighbour of the prompt's insertion point (bisect).
+    Only valid while the weights and hooks stay as they were: callers scope a store to one block.
+    """
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = int(max_bytes)
+        self.bytes = 0
+        self.ids: list[list[int]] = []
+        self.kv: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
+
+    def remember(self, ids: Sequence[int], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> bool:
+        """Keep ``kv`` (per layer (keys, values), batch 1, one column per id) unless it overflows."""
+        import bisect
+
+        size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+        if self.bytes + size > self.max_bytes or kv[0][0].shape[-2] != len(ids):
+            return False
+        at = bisect.bisect_left(self.ids, list(ids))
+        self.ids.insert(at, list(ids))
+        self.kv.insert(at, kv)
+        self.bytes += size
+        return True
+
+    def best(self, ids: Sequence[int]) -> tuple[int, int]:
+        """(longest common prefix with any entry, that entry's index); (0, -1) when empty."""
+        import bisect
+
+        at = bisect.bisect_left(self.ids, list(ids))
+        hits = [(common_prefix(self.ids[j], ids), j) for j in (at - 1, at) if 0 <= j < len(self.ids)]
+        return max(hits, default=(0, -1))
+
+
+def _stored_groups(store: PrefixStore, prompts: Sequence[Sequence[int]], min_shared: int
+                   ) -> tuple[list[tuple[Group, list]], list[int]]:
+    """Prompts that start with a stored row, grouped by that row (prefix: the least common prefix of
+    the group, at most each member's length - 1); and the indices of the other prompts."""
+    by_entry: dict[int, list[tuple[int, int]]] = {}
+    rest = []
+    for i, q in enumerate(prompts):
+        c, j = store.best(q)
+        c = min(c, len(q) - 1)
+        if c >= min_shared:
+            by_entry.setdefault(j, []).append((i, c))
+        else:
+            rest.append(i)
+    out = []
+    for j, hits in by_entry.items():
+        p = min(c for _, c in hits)
+        out.append((Group(p, [i for i, _ in hits]), [(k[:, :, :p], v[:, :, :p]) for k, v in store.kv[j]]))
+    return out, rest
+
+
 @dataclass
 class _Pending:
     group: Group
@@ -148,6 +211,7 @@ class PrefixAdmitter:
     dec: Any  # a StepDecoder (typed loosely: it is built around transformers' cache classes)
     prompts: Sequence[Sequence[int]]
     share: bool = True
+    store: PrefixStore | None = None  # KV kept from earlier calls (and filled from this one)
     groups: list[Group] = field(default_factory=list)
     prefill_tokens: int = 0
     prefill_tokens_alone: int = 0
@@ -159,9 +223,27 @@ class PrefixAdmitter:
         # so a window measured in columns is the window in positions, and afterwards the decoder
         # measures it by position (tests/integration/speed/test_prefix_share_sliding.py checks
         # both against a no-cache reference, and that an off-by-one window would change tokens).
-        self.groups = (plan_groups(self.prompts) if self.share
-                       else [Group(0, list(range(len(self.prompts))))])
-        self._queue = deque(_Pending(g, deque(g.members)) for g in self.groups)
+        if not self.share:
+            self.groups = [Group(0, list(range(len(self.prompts))))]
+            self._queue = deque(_Pending(g, deque(g.members)) for g in self.groups)
+            return
+        stored: list[tuple[Group, list]] = []
+        rest = list(range(len(self.prompts)))
+        if self.store is not None and self.store.ids:
+            stored, rest = _stored_groups(self.store, self.prompts, MIN_SHARED)
+        planned = [Group(g.prefix, [rest[k] for k in g.members]) for g in plan_groups([self.prompts[i] for i in rest])]
+        self.groups = [g for g, _ in stored] + planned
+        self._queue = deque([_Pending(g, deque(g.members), kv) for g, kv in stored]
+                            + [_Pending(g, deque(g.members)) for g in planned])
+
+    @torch.inference_mode()
+    def remember(self, rids: Sequence[int]) -> None:
+        """Keep finished rows' prompt + answer KV in the store (before the decoder releases them)."""
+        if self.store is None or not self.share:
+            return
+        for rid in rids:
+            self.store.remember(self.dec.tokens(rid), [(k[None], v[None]) for k, v in
+                                                       self.dec.kv.export(self.dec.by_id[rid])])
 
     @property
     def pending(self) -> int:

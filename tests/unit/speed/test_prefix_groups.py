@@ -66,3 +66,49 @@ def test_suffix_forwards_stay_within_their_columns():
     assert sorted(i for part in parts for i in part) == [0, 1, 2]
     assert split_by_length([500], prefix=100, max_columns=200) == [[0]]  # one row always goes
     assert split_by_length([], prefix=10) == []
+
+
+def _kv(n: int, layers: int = 2):
+    import torch
+
+    return [(torch.arange(n, dtype=torch.float32).view(1, 1, n, 1), -torch.arange(n, dtype=torch.float32).view(1, 1, n, 1))
+            for _ in range(layers)]
+
+
+def test_prefix_store_finds_the_longest_shared_row():
+    from tamperbench.models.prefix_share import PrefixStore
+
+    store = PrefixStore(max_bytes=10**6)
+    a, b, c = [5, 6, 7, 8, 9], [5, 6, 1, 2], [9, 9, 9]
+    for ids in (a, b, c):
+        assert store.remember(ids, _kv(len(ids)))
+    assert store.best([5, 6, 7, 8, 9, 10, 11]) == (5, store.ids.index(a))  # a retry extends row a
+    assert store.best([5, 6, 1, 3])[0] == 3  # shares 5 6 1 with b
+    assert store.best([4])[0] == 0
+    assert PrefixStore(max_bytes=10**6).best([1, 2]) == (0, -1)
+
+
+def test_prefix_store_bounds_its_bytes_and_checks_lengths():
+    from tamperbench.models.prefix_share import PrefixStore
+
+    # 2 layers x (keys + values) x 10 columns x 4 bytes = 160 bytes a 10-token row
+    store = PrefixStore(max_bytes=320)
+    assert store.remember(list(range(10)), _kv(10)) and store.bytes == 160
+    assert not store.remember(list(range(9)), _kv(10))  # KV columns must match the ids
+    assert store.remember(list(range(1, 11)), _kv(10)) and store.bytes == 320
+    assert not store.remember(list(range(2, 12)), _kv(10))  # over the budget: not kept
+    assert len(store.ids) == 2
+
+
+def test_stored_groups_cut_to_the_shortest_hit():
+    from tamperbench.models.prefix_share import MIN_SHARED, PrefixStore, _stored_groups
+
+    row = list(range(100, 140))  # a 40-token first conversation
+    store = PrefixStore(max_bytes=10**6)
+    store.remember(row, _kv(40))
+    prompts = [row + [1, 2, 3], row[:30] + [7, 7], [1, 2, 3], row]  # the last: only 39 may be reused
+    groups, rest = _stored_groups(store, prompts, MIN_SHARED)
+    assert rest == [2]
+    [(g, kv)] = groups
+    assert g.members == [0, 1, 3] and g.prefix == 30  # min(40, 30, 40 - 1)
+    assert kv[0][0].shape[-2] == 30 and kv[0][0].flatten().tolist() == list(range(30))
