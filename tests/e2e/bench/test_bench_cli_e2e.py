@@ -27,7 +27,7 @@ def tb(*args, home: Path, check_rc=None, inprocess=None):
     return proc
 
 
-def test_list_offline_shows_every_adapter_and_local_data(tmp_path):
+def test_list_offline_shows_every_adapter_and_local_data(tmp_path, tb_inprocess):
     rows = [json.loads(line) for line in tb("list", "--json", home=tmp_path, check_rc=0).stdout.splitlines()]
     assert len(rows) == 13 and {r["name"] for r in rows} >= {"mmlu", "gpqa", "ifeval", "truthfulqa_mc2"}
     by_name = {r["name"]: r for r in rows}
@@ -37,12 +37,14 @@ def test_list_offline_shows_every_adapter_and_local_data(tmp_path):
     folder = tmp_path / "bench" / "gsm8k"
     folder.mkdir(parents=True)
     (folder / "test.jsonl").write_bytes((FIXTURES / "gsm8k" / "test.jsonl").read_bytes())
-    rows = {json.loads(x)["name"]: json.loads(x) for x in tb("list", "--json", home=tmp_path, check_rc=0).stdout.splitlines()}
+    # (the console script ran above; the same entry point in-process from here on)
+    listed = tb("list", "--json", home=tmp_path, inprocess=tb_inprocess, check_rc=0).stdout
+    rows = {json.loads(x)["name"]: json.loads(x) for x in listed.splitlines()}
     assert rows["gsm8k"]["local_data"].startswith("1 file(s) in")
-    table = tb("list", home=tmp_path, check_rc=0).stdout
+    table = tb("list", home=tmp_path, inprocess=tb_inprocess, check_rc=0).stdout
     assert "arc_challenge" in table and "mc_letter_exact" in table
     # and `check` without --data now reads it
-    out = tb("check", "gsm8k", home=tmp_path, check_rc=0)
+    out = tb("check", "gsm8k", home=tmp_path, inprocess=tb_inprocess, check_rc=0)
     assert json.loads(out.stdout.splitlines()[0])["items"] == 3
 
 
