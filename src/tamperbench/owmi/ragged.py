@@ -20,6 +20,11 @@ positions before the row's current one: they can only be hit by a declared posit
 already passed, which the engine never feeds as a block (the fork is at the first declared
 position); even then a pad column is masked, so no row's output changes.
 
+One-token steps (greedy decoding, the bulk of the forwards) run the linears over the shared step
+decoder's pre-packed oneDNN weights (``models/decoding/packed_linear.py``, CPU float32 only): the
+same float32 rounding order of change as another batch size, checked by the same equivalence
+test; prefills and teacher-forced blocks run the plain modules.
+
 Sliding-window attention is measured by transformers in columns, not positions, so the engine
 uses this only for models without a sliding window (``supported``).
 """
@@ -61,6 +66,9 @@ class Rows:
         self.dev = next(model.parameters()).device
         self._kw = _cache_kw(model)
         self.forwards = 0
+        from tamperbench.models.decoding.packed_linear import packed_linears_for
+
+        self._packed = packed_linears_for(model)
 
     @classmethod
     def fork(cls, model, prefix_cache, rids: Sequence) -> Rows:
@@ -113,7 +121,10 @@ class Rows:
         pos = (start[:, None] + torch.arange(w)[None]).clamp(min=0)
         # no padding anywhere: no mask, as the one-row path runs (same attention kernel)
         am = None if bool(mask.all()) else mask.to(self.dev)
-        with self._hooks():
+        from contextlib import nullcontext
+
+        packed = self._packed.active() if self._packed is not None and w == 1 else nullcontext()
+        with self._hooks(), packed:
             out = self.model(input_ids=ids.to(self.dev), attention_mask=am, position_ids=pos.to(self.dev),
                              use_cache=True, logits_to_keep=keep, **{self._kw: self.cache})
         self.forwards += 1
