@@ -18,6 +18,11 @@ round) and the ratios and MFU use medians over the rounds, not one lucky or unlu
     .venv/bin/python benchmarks/sleight_throughput.py --quick          # minutes: small workloads, 2 rounds, no memory runs
     .venv/bin/python benchmarks/sleight_throughput.py --skip-memory    # the full figures (both workloads, 3 rounds)
     .venv/bin/python benchmarks/sleight_throughput.py --memory-only    # the 200 vs 2,000-trial peak memory
+    .venv/bin/python benchmarks/sleight_throughput.py --compare-packed --skip-memory  # also time plain nn.Linear
+
+The engine's linears run over oneDNN pre-packed weights (models/decoding/packed_linear.py); the
+naive and chunked loops call the model as it is (packing does not help one row at a time: 0.92x).
+``TAMPERBENCH_PACKED_LINEAR=0`` (inherited by the memory children) runs the engine without it.
 """
 
 from __future__ import annotations

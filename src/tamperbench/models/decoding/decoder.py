@@ -209,7 +209,9 @@ class StepDecoder:
     # ---------------------------------------------------------------- the step
     def _forward(self, ids, am, pos, cache, logits_to_keep=1):
         t0 = time.perf_counter()
-        with self.packed.active() if self.packed is not None else contextlib.nullcontext():
+        # one token alone is faster through MKL (measured 0.92x packed at 1 row, 1.4-1.7x at 2-8 rows)
+        packed = self.packed.active() if self.packed is not None and ids.numel() >= 2 else contextlib.nullcontext()
+        with packed:
             out = self.model(input_ids=ids, attention_mask=am, position_ids=pos, use_cache=True,
                              logits_to_keep=logits_to_keep, **{self._cache_kw: cache})
         self.forward_seconds += time.perf_counter() - t0
