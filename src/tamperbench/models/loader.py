@@ -98,6 +98,10 @@ def load_hf(spec: str = "embedded", *, device: str = "auto", dtype: str | None =
         quant = quant.replace("float32", f"float32, then cast to {str(torch_dtype).removeprefix('torch.')}")
     import transformers
 
+    from tamperbench.models.decoding.packed_linear import packed_linears_for
+
+    # decided here, once per loaded model (packed_linears_for caches it), so provenance names the kernel
+    kernel = "onednn-packed" if packed_linears_for(model) is not None else None
     prov = ModelProvenance(
         source=spec,
         kind=src.kind,
@@ -110,6 +114,7 @@ def load_hf(spec: str = "embedded", *, device: str = "auto", dtype: str | None =
         device=dev.type,
         torch_version=torch.__version__,
         transformers_version=transformers.__version__,
+        linear_kernel=kernel,
         tamperbench_version=tamperbench.__version__,
         chat_template=template.label,
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 
-_OMIT_IF_NONE = ("dtype", "device", "torch_version", "transformers_version")
+_OMIT_IF_NONE = ("dtype", "device", "torch_version", "transformers_version", "linear_kernel")
 
 
 class ModelProvenance(BaseModel):
@@ -36,6 +36,10 @@ class ModelProvenance(BaseModel):
     device: str | None = None
     torch_version: str | None = None
     transformers_version: str | None = None
+    # the kernel the decoder's linears ran on when it is not torch's default: "onednn-packed" on CPU
+    # float32 (models/decoding/packed_linear.py; logits move by float32 rounding, ~1e-4), decided once
+    # at load so a run's records say which numbers they hold; omitted when None (ids stay as they were)
+    linear_kernel: str | None = None
     tamperbench_version: str
     python_version: str = platform.python_version()
     # "model" (the tokenizer's own), "none" (raw completion prompt) or "file:<sha256>:<path>";
