@@ -153,8 +153,12 @@ def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[F
     pid = backend.provenance.id
     bs = max(1, int(backend.max_batch_size))
     trials: list[Trial] = [u.payload for u in units]
+    # only a backend that prefills a shared prefix once gains from keeping a document's trials in one
+    # call; a remote one (each request alone) keeps calls of its batch size, so a server dying mid-run
+    # loses at most one call's answers (each call is one commit)
+    keep_documents = callable(getattr(backend, "prefix_memory", None))
     for repeat in sorted({t.repeat for t in trials}):
-        for chunk in generation_calls([t for t in trials if t.repeat == repeat], bs):
+        for chunk in generation_calls([t for t in trials if t.repeat == repeat], bs, keep_documents=keep_documents):
             gens = backend.generate_chat([[{"role": "user", "content": t.prompt}] for t in chunk],
                                          max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
                                          seed=spec.seed + repeat, progress=False)
@@ -167,7 +171,7 @@ WORKER = "tamperbench.quote.runner:setup_worker", "tamperbench.quote.runner:work
 MAX_CALL_BATCHES = 4  # a document's trials share one call up to this many batches
 
 
-def generation_calls(trials: list[Trial], bs: int) -> list[list[Trial]]:
+def generation_calls(trials: list[Trial], bs: int, *, keep_documents: bool = True) -> list[list[Trial]]:
     """Cut trials (in plan order, a document's trials adjacent) into ``generate_chat`` calls of
     about ``bs`` trials that never split a document's trials.
 
@@ -175,7 +179,10 @@ def generation_calls(trials: list[Trial], bs: int) -> list[list[Trial]]:
     is read twice: the ``depth`` preset's ~3,100-token fused document for its 74 trials in two
     calls of 64 and 10. A document's trials stay in one call up to ``MAX_CALL_BATCHES`` x ``bs``
     (each call is also one commit, so this bounds the work a crash can lose); within a call the
-    rows decoded at once are what memory allows (models/memory.py)."""
+    rows decoded at once are what memory allows (models/memory.py). ``keep_documents=False``: plain
+    calls of ``bs`` trials in plan order (backends that share no prefix)."""
+    if not keep_documents:
+        return [trials[i:i + bs] for i in range(0, len(trials), bs)]
     calls: list[list[Trial]] = []
     cur: list[Trial] = []
     for doc in _runs_by_document(trials):

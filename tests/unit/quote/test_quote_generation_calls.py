@@ -40,3 +40,12 @@ def test_a_document_larger_than_the_call_limit_is_cut():
     assert [len(c) for c in calls] == [32, 32, 10]
     calls = generation_calls(trials, 1)
     assert max(len(c) for c in calls) == 4 and sum(len(c) for c in calls) == 74
+
+
+def test_a_backend_without_shared_prefixes_gets_plain_calls_of_its_batch_size():
+    # a remote backend (each request alone): a document's trials are not held together, so a server
+    # dying mid-run loses at most one call of bs answers (tests/e2e/serve/test_serve_faults.py)
+    trials = _planned("depth")
+    calls = generation_calls(trials, 2, keep_documents=False)
+    assert [len(c) for c in calls] == [2] * 37
+    assert [t.key for c in calls for t in c] == [t.key for t in trials]
