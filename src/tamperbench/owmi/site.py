@@ -57,7 +57,25 @@ def _tables(result: dict) -> list[LeaderTable]:
             v = c["claim"]
             claims.add(c["cell"]["model"], label, cell(v["level"]), v["claim"], "; ".join(v["held"]),
                        "; ".join(v["failed"]), "; ".join(v["not_measured"]))
-    return [prof, det, claims]
+    return [prof, det, claims, _decay_table(result)]
+
+
+def _decay_table(result: dict) -> LeaderTable:
+    """Eq. 19 track contrasts (primary A - B_delayed, B_delayed - C; labelled secondary rows) and the D.5 verdict."""
+    d = result.get("decay") or {}
+    t = LeaderTable(slug="owmi-decay", title=f"Temporal decay across tracks (Eq. 19): item-paired detection-margin "
+                    f"contrasts, {100 * d.get('level', 0.95):g}% item-clustered bootstrap ({d.get('n_boot')} "
+                    f"replicates, seed {d.get('seed')})", columns=["model", "cell", "contrast", "role", "items paired",
+                    "d' difference", "AUROC difference", "positive", "cell verdict"])
+    for c in d.get("cells", []):
+        k = c["cell"]
+        label = f"{k['benchmark']} · {k['site']} · {k['operator']}@{k['dose']:g} · {k['hook_scope']}"
+        for r in c["contrasts"]:
+            est = [(r[s]["diff"], r[s]["ci"]) if r.get(s) else (None, None) for s in ("dprime", "auroc")]
+            t.add(k["model"], label, r["contrast"], r["role"], cell(r.get("items_paired")),
+                  _ci_cell(*est[0]) if r["estimable"] else Cell(f"not estimable: {r['reason']}"), _ci_cell(*est[1]),
+                  cell(r.get("positive")), c["verdict"]["level"].replace("_", " "))
+    return t
 
 
 def _report_rates(rows: list[dict]) -> dict[str, tuple[int, int]]:

@@ -40,6 +40,8 @@ def score_cmd(
     boot: int = typer.Option(2000, "--boot", min=0, max=100000, help="Clustered-bootstrap replicates."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     dose_boot: int = typer.Option(100, "--dose-boot", min=0, max=10000, help="Replicates for the dose-response fit."),
+    decay_level: float = typer.Option(0.95, "--decay-level", min=0.5, max=0.999,
+                                      help="Confidence level of the temporal-decay (Eq. 19) intervals."),
 ) -> None:
     """Score runs: profile, detection, confidence, equivalence bound, anchors, claim verdicts."""
     from rich.markdown import Markdown
@@ -47,7 +49,7 @@ def score_cmd(
     from tamperbench.owmi.analysis.profile import score_runs
     from tamperbench.owmi.analysis.render import save, to_markdown
 
-    result = score_runs(runs, n_boot=boot, seed=seed, dose_boot=dose_boot)
+    result = score_runs(runs, n_boot=boot, seed=seed, dose_boot=dose_boot, decay_level=decay_level)
     paths = save(result, out or Path(runs[0]) / "score")
     text = to_markdown(result)
     con = Console()

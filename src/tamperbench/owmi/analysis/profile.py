@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tamperbench.owmi.analysis.claims import claim
+from tamperbench.owmi.analysis.decay import decay_contrasts
 from tamperbench.owmi.analysis.score import (CELL_FIELDS, LADDER_FIELDS, _cells, confidence_entry, detection_entry,
                                              ladder_entry, load_runs, variance_entry)
 
@@ -25,7 +26,8 @@ def _anchor_for(anchors: list[dict], kind: str, row: dict, site: str | None) -> 
     return hits[-1] if hits else None
 
 
-def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0, dose_boot: int = 100) -> dict:
+def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0, dose_boot: int = 100,
+               decay_level: float = 0.95) -> dict:
     from tamperbench.stats.dose import extraction_ratio
     from tamperbench.stats.multiple import benjamini_hochberg
     from tamperbench.stats.pairs import paired_detection
@@ -83,4 +85,5 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
                                            "item": r["item_id"], "seed": r["seed"]})
     return {"runs": [str(p) for p in paths], "n_rows": len(rows), "excluded_runs": excluded, "cells": cells,
             "pooled": pooled, "bh": bh, "ladders": list(ladders.values()),
-            "variance": variance_entry(dict(pairs_by_model)), "anchors": anchors}
+            "variance": variance_entry(dict(pairs_by_model)), "anchors": anchors,
+            "decay": decay_contrasts(rows, n_boot=n_boot, seed=seed, level=decay_level)}

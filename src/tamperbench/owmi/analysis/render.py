@@ -131,12 +131,13 @@ def to_markdown(result: dict) -> str:
         else:
             L.append(f"- {_e(m)}: " + "; ".join(f"ICC_{k} = {d['estimate']:.3f} {_ci(d['ci'], 3)}" for k, d in v["icc"].items())
                      + "; " + "; ".join(f"Delta_{k} = {d['estimate']:+.3f} {_ci(d['ci'], 3)}" for k, d in v["delta"].items()))
-    L += ["", "## Claim verdicts (Appendix D.5)", ""]
     from tamperbench.owmi.analysis.claims import structure_claim
+    from tamperbench.owmi.analysis.decay import decay_markdown, decay_summary
 
+    L += decay_markdown(result)
+    L += ["", "## Claim verdicts (Appendix D.5)", ""]
     for m, v in result["variance"].items():
-        L.append(f"- **{_e(m)}** (model level): {structure_claim(v)}; temporal decay across tracks is not "
-                 "claimed by this scorer (D.5: only for validated, executed track pairs)")
+        L.append(f"- **{_e(m)}** (model level): {structure_claim(v)}; {decay_summary(result.get('decay'), m)}")
     for c in result["cells"]:
         if "claim" in c:
             v = c["claim"]
@@ -160,5 +161,13 @@ def save(result: dict, out: Path) -> dict[str, Path]:
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
+    from tamperbench.owmi.analysis.decay import decay_rows
+
+    paths["decay_csv"] = out / "owmi_decay.csv"
+    drows = decay_rows(result)
+    with paths["decay_csv"].open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(drows[0]) if drows else ["model", "cell", "contrast"])
+        w.writeheader()
+        w.writerows(drows)
     paths["json"].write_text(json.dumps(result, indent=1, default=str, allow_nan=True), encoding="utf-8")
     return paths
