@@ -20,6 +20,15 @@ round) and the ratios and MFU use medians over the rounds, not one lucky or unlu
     .venv/bin/python benchmarks/sleight_throughput.py --memory-only    # the 200 vs 2,000-trial peak memory
     .venv/bin/python benchmarks/sleight_throughput.py --compare-packed --skip-memory  # also time plain nn.Linear
 
+Roofline (src/tamperbench/sleight/roofline.py): each round also samples one thread's read bandwidth
+(a timed ``torch.sum`` over 512 MiB, 16x the last-level cache); with the bytes of weights a forward
+reads (every parameter once, the tied embedding once), the KV columns each row attends to, and the
+engine's rows per step (``stats["step_profile"]``), it prints the MFU this batch profile allows at
+best (per step max(flop/peak, bytes/bw): compute and memory overlapped) and at worst (their sum),
+the engine's fraction of each, the rows per step the 0.7 target would need, and a least-squares fit
+of the measured forward time per step (fixed + per row: the weight traffic and the per-row compute
+as the kernels really run them). The MFU lines above it are issue 14's definition, unchanged.
+
 The engine's linears run over oneDNN pre-packed weights (models/decoding/packed_linear.py); the
 naive and chunked loops call the model as it is (packing does not help one row at a time: 0.92x).
 ``TAMPERBENCH_PACKED_LINEAR=0`` (inherited by the memory children) runs the engine without it.
@@ -44,6 +53,7 @@ from tamperbench.models import load_backend
 from tamperbench.sleight.detector import TriggerDetector
 from tamperbench.sleight.engine import QuestionTask, SwapEngine
 from tamperbench.sleight.presets import entity_phrase, protocol_questions, protocol_words
+from tamperbench.sleight import roofline
 
 
 def trials(backend, n_q: int, n_w: int, spread: bool = False):
@@ -74,6 +84,45 @@ def flop_per_token(model) -> float:
     """2 x parameters (every weight is one multiply-add per token; the tied embedding counted once,
     as the output projection); attention over the context is left out (small at these lengths)."""
     return 2.0 * sum(p.numel() for p in model.parameters())
+
+
+def report_roofline(be, stats: dict, seconds: float, forward_seconds: float, tokens: int, fpt: float, peak: float,
+                    bws: list[float], target: float = 0.7) -> None:
+    """What MFU this run's batch profile allows at all (sleight/roofline.py), and how near the engine gets."""
+    prof = stats["step_profile"]
+    cfg = be.model.config
+    wb = roofline.weight_bytes(be.model)
+    kvc = roofline.kv_bytes_per_column(cfg, next(be.model.parameters()).element_size())
+    bw = _median(bws)
+    rl = roofline.bound(prof, flop_per_token=fpt, weight_bytes=wb, kv_bytes_per_column=kvc,
+                        attention_flop_per_column=roofline.attention_flop_per_column(cfg), peak=peak, bandwidth=bw)
+    a_over, a_sum = rl.attainable(tokens, fpt, peak)
+    got = roofline.mfu(tokens, seconds, fpt, peak)
+    rows = sorted(r for r, v in prof.items() for _ in range(int(v[0])))
+    few = sum(int(v[0]) for r, v in prof.items() if r <= 4)
+    cols = sum(v[2] for v in prof.values()) / max(1, rl.steps)
+    print(f"roofline: one thread reads {bw / 1e9:.1f} GB/s (torch.sum over 512 MiB, median of {len(bws)} samples spread "
+          f"over the rounds); a step reads {wb / 1e6:.0f} MB of weights (tied embedding once) + rows x {cols:.0f} "
+          f"context columns (mean) x {kvc / 1e3:.0f} kB of KV per column")
+    print(f"roofline: {rl.steps} steps, {rl.rows} token-rows; rows per step min {rows[0]}, median {_median(rows):.0f}, "
+          f"mean {rl.rows / rl.steps:.1f}, max {rows[-1]}; {few} steps with <= 4 rows; ridge (compute = weight "
+          f"read) at {wb / bw / (fpt / peak):.1f} rows")
+    print(f"roofline: bound with compute and memory overlapped (per step max(flop/peak, bytes/bw)) {rl.seconds_overlap:.1f} s "
+          f"-> attainable MFU {a_over:.2f}; without overlap (flop/peak + bytes/bw) {rl.seconds_no_overlap:.1f} s "
+          f"-> attainable MFU {a_sum:.2f}")
+    print(f"roofline: engine {seconds:.1f} s (model forward {forward_seconds:.1f} s) -> MFU {got:.2f} = "
+          f"{got / a_over:.0%} of the overlapped bound, {got / a_sum:.0%} of the no-overlap bound")
+    r_over, r_sum = roofline.rows_needed(target, flop_per_token=fpt, step_bytes=wb, peak=peak, bandwidth=bw)
+    print(f"roofline: MFU {target} needs >= {r_over:.1f} rows in every step (overlapped) or >= {r_sum:.1f} "
+          f"(no overlap) at {bw / 1e9:.1f} GB/s; this run averaged {rl.rows / rl.steps:.1f}")
+    fit = roofline.fit_step_cost(prof)
+    if fit is not None:
+        need = fit.rows_for(target, fpt, peak)
+        print(f"measured step cost (least squares over this run's steps): forward = {fit.fixed * 1e3:.1f} ms + "
+              f"{fit.per_row * 1e3:.2f} ms/row, i.e. weights streamed at {wb / max(fit.fixed, 1e-9) / 1e9:.1f} GB/s "
+              f"and {fpt / max(fit.per_row, 1e-12) / 1e9:.0f} GFLOP/s per extra row; an unbounded batch tends to MFU "
+              f"{fit.limit_mfu(fpt, peak):.2f}; MFU {target} would need "
+              + (f"{need:.0f} rows in every step" if need != float("inf") else "more than any batch at this cost"))
 
 
 # ------------------------------------------------------------------ 1. the engine
@@ -287,6 +336,7 @@ def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, 
     keys = [(q, w) for q, _, ws in tset for w in ws]
     slices = [keys[r::R] for r in range(R)]
     peaks: list[float] = []
+    bws: list[float] = []
     t_es: list[float] = []
     t_e0s: list[float] = []
     t_us: list[float] = []
@@ -297,6 +347,7 @@ def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, 
     stats: dict = {}
     for r in range(R):
         peaks.append(matmul_flops())
+        bws.append(roofline.measure_bandwidth())
         eng, t_e, stats = run_engine(be, det, tset, budget, batch)
         t_es.append(t_e)
         peaks.append(matmul_flops())
@@ -322,6 +373,7 @@ def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, 
             t_n += t
             print(f"round {r + 1}: naive, {len(slices[r])} of {n} trials, {t:.1f} s", flush=True)
     peaks.append(matmul_flops())
+    bws.append(roofline.measure_bandwidth())
     t_e, t_e0, peak = _median(t_es), _median(t_e0s), _median(peaks)
     print(f"engine : {n / t_e:8.2f} trials/s (median {t_e:.1f} s of {R}; {stats['tokens']} decoded token-rows, "
           f"{stats['steps']} steps, mean batch {stats['tokens'] / max(1, stats['steps']):.1f}; "
@@ -355,6 +407,7 @@ def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, 
         delivered = trial_tokens / t
         print(f"MFU on delivered trial tokens ({label}): {delivered:.1f} trial tok/s x {fpt / 1e6:.0f} MFLOP/token "
               f"/ {peak / 1e9:.1f} GFLOP/s float32 matmul = {delivered * fpt / peak:.2f} (target >= 0.7)")
+    report_roofline(be, stats0, t_e0, stats0["forward_seconds"], trial_tokens, fpt, peak, bws)
     if t_us:
         print(f"oneDNN pre-packed linears (models/decoding/packed_linear.py): engine without matched branches "
               f"{_median(t_us) / t_e0:.2f}x faster than with plain nn.Linear (medians over {R} rounds)")

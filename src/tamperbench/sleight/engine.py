@@ -27,6 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from tamperbench.errors import UserError
 from tamperbench.models.step_decoder import RowSnapshot, StepResult
@@ -140,7 +141,10 @@ class SwapEngine:
         self.eos = set(backend.eos_ids)
         # forward_seconds: the model's own share of ``seconds`` (the rest is bookkeeping, detection,
         # prefill copies): what the benchmark reports to show where the time goes
-        self.stats = {"tokens": 0, "steps": 0, "swaps": 0, "trials": 0, "seconds": 0.0, "forward_seconds": 0.0}
+        # step_profile: {rows in the forward: [steps, forward seconds, context columns summed]}, what
+        # sleight/roofline.py turns into the MFU this batch profile allows (one dict update per step)
+        self.stats: dict[str, Any] = {"tokens": 0, "steps": 0, "swaps": 0, "trials": 0, "seconds": 0.0,
+                                      "forward_seconds": 0.0, "step_profile": {}}
 
     # ------------------------------------------------------------------ public
     def run(self, tasks: Iterable[QuestionTask], progress: Callable[[dict], None] | None = None
@@ -166,8 +170,12 @@ class SwapEngine:
                     yield self._result(q)
                 continue
             force = {rid: st.queue[0] for rid, st in rows.items() if st.queue}
-            t0 = time.perf_counter()
+            t0, f0 = time.perf_counter(), dec.forward_seconds
             results = dec.step(force)
+            prof = self.stats["step_profile"].setdefault(dec.b, [0, 0.0, 0])
+            prof[0] += 1
+            prof[1] += dec.forward_seconds - f0
+            prof[2] += dec.n
             finished: list[int] = []
             for res in results:
                 st = rows[res.row]
