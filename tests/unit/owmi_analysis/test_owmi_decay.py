@@ -101,6 +101,24 @@ def test_interval_is_the_joint_item_bootstrap_drawn_by_hand():
         a_diff.append(_auc(A[1], A[3]) - _auc(B[1], B[3]))
     assert c["dprime"]["ci"] == pytest.approx(list(np.quantile(d_diff, [0.05, 0.95])))
     assert c["auroc"]["ci"] == pytest.approx(list(np.quantile(a_diff, [0.05, 0.95])))
+    se = np.std(a_diff, ddof=1)
+    assert c["p_value"] == pytest.approx(2 * norm.sf(abs(c["auroc"]["diff"]) / se))
+
+
+def test_primary_contrasts_take_benjamini_hochberg_across_cells():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(2)
+    rows = []
+    for scope, p_a in (("active", 0.95), ("lifted", 0.6)):
+        for r in synth(rng, "A", p_a, 0.05) + synth(rng, "B_delayed", 0.6, 0.4) + synth(rng, "C", 0.3, 0.3):
+            rows.append({**r, "hook_scope": scope, "pair_id": r["pair_id"] + scope})
+    d = decay_contrasts(rows, n_boot=300, seed=0, level=0.9)
+    fam = [c for cell in d["cells"] for c in cell["contrasts"]]
+    reject, q, _, _ = multipletests([c["p_value"] for c in fam], alpha=0.1, method="fdr_bh")
+    assert [c["bh_q"] for c in fam] == pytest.approx(list(q))
+    for c, rej in zip(fam, reject):
+        assert c["positive"] == bool(c["interval_above_zero"] and rej)
 
 
 def test_marginal_intervals_use_the_stats_modules_draws():

@@ -23,7 +23,9 @@ Why these choices:
   every complete pair of a drawn item from *both* tracks together, so the two margins of a
   replicate share their items and the difference's interval reflects the pairing. It uses the
   sufficient statistics and draws of ``tamperbench.stats.bootstrap`` (same generator stream as
-  ``detection_bootstrap``), because that function returns intervals, not replicates.
+  ``detection_bootstrap``), because that function returns intervals, not replicates. Track
+  analyses take false-discovery control (Appendix D): Benjamini-Hochberg over the Eq. 19 contrasts
+  of all cells, on a normal p-value of the AUROC difference from its bootstrap SE.
 * **Validated paths.** D.5 licenses decay only for track pairs whose execution paths were
   validated and executed. ``TRACK_PATHS`` names, per track, the tests that establish its path.
 """
@@ -61,7 +63,8 @@ TRACK_PATHS: dict[str, dict[str, Any]] = {
 }
 RULE = ("D.5: positive track contrasts license temporal decay only for track pairs whose distinct execution paths "
         "were validated and executed. A contrast is positive when the item-clustered bootstrap intervals of both its "
-        "d' and its AUROC differences lie above zero. Decay across A, B, C needs both Eq. 19 contrasts positive, with "
+        "d' and its AUROC differences lie above zero and Benjamini-Hochberg control across the cells' Eq. 19 "
+        "contrasts rejects it. Decay across A, B, C needs both Eq. 19 contrasts positive, with "
         "Track B the genuinely delayed path; one positive contrast licenses only that pair; a missing track makes "
         "the contrast not estimable. B_visible / B_masked (immediate path) never stand in for Track B.")
 C_CAVEAT = ("Track C is read through the condition-blinded rubric flag, a proxy not validated against human "
@@ -123,9 +126,11 @@ def track_contrast(rows_x: list[dict], rows_y: list[dict], x: str, y: str, *, n_
                    level: float = 0.95, coding: str = "complete", chunk: int = 256) -> dict:
     """Delta^det_x - Delta^det_y (d' and AUROC) over the items complete in both tracks, with a joint
     item-clustered bootstrap interval. ``rows_*`` are ``track_rows`` output of one cell."""
+    from scipy.stats import norm
+
     from tamperbench.stats.bootstrap import cluster_codes, cluster_weight_chunks, percentile_interval
-    from tamperbench.stats.sdt import auroc, dprime
     from tamperbench.stats.pairs import paired_detection
+    from tamperbench.stats.sdt import auroc, dprime
 
     out: dict[str, Any] = {"contrast": f"{x} - {y}", "tracks": [x, y], "estimable": False, "reason": None}
     px, py = paired_detection(rows_x, coding=coding), paired_detection(rows_y, coding=coding)
@@ -165,9 +170,15 @@ def track_contrast(rows_x: list[dict], rows_y: list[dict], x: str, y: str, *, n_
                      f"{x}_ci": list(percentile_interval(rx, level)), f"{y}_ci": list(percentile_interval(ry, level)),
                      "diff": float(est[(stat, x)] - est[(stat, y)]), "ci": list(percentile_interval(diff, level)),
                      "se": float(np.std(diff, ddof=1)) if diff.size > 1 else float("nan")}
+    out["rates"] = {t: {"hit": float(np.mean(k["y_a"])), "false_alarm": float(np.mean(k["y_b"]))}
+                    for t, k in ((x, kx), (y, ky))}
+    a = out["auroc"]
+    out["p_value"] = (float(2 * norm.sf(abs(a["diff"]) / a["se"])) if np.isfinite(a["se"]) and a["se"] > 0 else
+                      float("nan") if not n_boot else float(a["diff"] == 0))
     los = [out[s]["ci"][0] for s in ("dprime", "auroc")]
     out["estimable"] = True
-    out["positive"] = None if any(not np.isfinite(v) for v in los) else bool(all(v > 0 for v in los))
+    out["interval_above_zero"] = None if any(not np.isfinite(v) for v in los) else bool(all(v > 0 for v in los))
+    out["positive"] = out["interval_above_zero"]
     return out
 
 
@@ -226,9 +237,25 @@ def decay_contrasts(rows: list[dict], *, n_boot: int = 2000, seed: int = 0, leve
                                coding=coding)
             c["role"] = "primary (Eq. 19)" if pair in PRIMARY else "secondary: immediate-path context, not delay"
             contrasts.append(c)
-        out.append({"cell": dict(zip(DECAY_FIELDS, key)), "contrasts": contrasts, "verdict": decay_verdict(contrasts)})
+        out.append({"cell": dict(zip(DECAY_FIELDS, key)), "contrasts": contrasts})
+    _fdr(out, alpha=1.0 - level)
+    for c in out:
+        c["verdict"] = decay_verdict(c["contrasts"])
     return {"n_boot": n_boot, "seed": seed, "level": level, "coding": coding, "rule": RULE,
-            "track_paths": TRACK_PATHS, "cells": out}
+            "fdr": f"Benjamini-Hochberg at alpha {1.0 - level:g} over the Eq. 19 contrasts of every cell (AUROC "
+                   "difference, normal p from the bootstrap SE)", "track_paths": TRACK_PATHS, "cells": out}
+
+
+def _fdr(cells: list[dict], alpha: float) -> None:
+    """Appendix D: track analyses use false-discovery control. The family is every estimable primary
+    contrast of every cell; a primary contrast is positive only if BH also rejects it."""
+    from tamperbench.stats.multiple import benjamini_hochberg
+
+    fam = [c for cell in cells for c in cell["contrasts"] if tuple(c["tracks"]) in PRIMARY and c["estimable"]]
+    bh = benjamini_hochberg([c["p_value"] for c in fam], alpha=alpha)
+    for c, rej, q in zip(fam, bh["reject"], bh["q"]):
+        c["bh_q"], c["bh_reject"] = q, bool(rej)
+        c["positive"] = None if c["interval_above_zero"] is None else bool(c["interval_above_zero"] and rej)
 
 
 def decay_summary(decay: dict | None, model: str) -> str:
@@ -263,7 +290,7 @@ def decay_rows(result: dict) -> list[dict]:
                 e = t.get(s) or {}
                 row[f"{s}_x"], row[f"{s}_y"] = e.get(x), e.get(y)
                 row[f"{s}_diff"], row[f"{s}_diff_ci"] = e.get("diff"), _ci(e.get("ci"))
-            row["positive"] = t.get("positive")
+            row["p_value"], row["bh_q"], row["positive"] = t.get("p_value"), t.get("bh_q"), t.get("positive")
             out.append(row)
     return out
 
@@ -281,16 +308,16 @@ def decay_markdown(result: dict) -> list[str]:
          f"bootstrap, {d['n_boot']} replicates, seed {d['seed']}, both tracks of an item resampled together). "
          f"Rule: {_e(d['rule'])}", "",
          f"| model | cell | contrast | role | items paired (dropped x / y) | pairs x / y | d' x / y | d' diff [{pct}] | "
-         f"AUROC x / y | AUROC diff [{pct}] | positive |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+         f"AUROC x / y | AUROC diff [{pct}] | BH q | positive |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in decay_rows(result):
         if r["reason"]:
             L.append(f"| {_e(r['model'])} | {_e(r['cell'])} | {r['contrast']} | {_e(r['role'])} | not estimable: "
-                     f"{_e(r['reason'])} | | | | | | |")
+                     f"{_e(r['reason'])} | | | | | | | |")
             continue
         L.append(f"| {_e(r['model'])} | {_e(r['cell'])} | {r['contrast']} | {_e(r['role'])} | {r['items_paired']} "
                  f"({r['items_dropped_x']} / {r['items_dropped_y']}) | {r['pairs_x']} / {r['pairs_y']} | {_n(r['dprime_x'], 3)} / {_n(r['dprime_y'], 3)} | "
                  f"{_n(r['dprime_diff'], 3)} {r['dprime_diff_ci']} | {_n(r['auroc_x'], 3)} / {_n(r['auroc_y'], 3)} | "
-                 f"{_n(r['auroc_diff'], 3)} {r['auroc_diff_ci']} | {r['positive']} |")
+                 f"{_n(r['auroc_diff'], 3)} {r['auroc_diff_ci']} | {_n(r['bh_q'], 4)} | {r['positive']} |")
     L.append("")
     for c in d["cells"]:
         k, v = c["cell"], c["verdict"]

@@ -136,8 +136,10 @@ def to_markdown(result: dict) -> str:
 
     L += decay_markdown(result)
     L += ["", "## Claim verdicts (Appendix D.5)", ""]
-    for m, v in result["variance"].items():
-        L.append(f"- **{_e(m)}** (model level): {structure_claim(v)}; {decay_summary(result.get('decay'), m)}")
+    decay_models = [c["cell"]["model"] for c in (result.get("decay") or {}).get("cells", [])]
+    for m in dict.fromkeys([*result["variance"], *decay_models]):
+        L.append(f"- **{_e(m)}** (model level): {structure_claim(result['variance'].get(m, {}))}; "
+                 f"{decay_summary(result.get('decay'), m)}")
     for c in result["cells"]:
         if "claim" in c:
             v = c["claim"]
