@@ -252,6 +252,29 @@ def test_cited_validation_tests_exist():
             assert re.search(rf"^def {name}\(", text, re.M), (track, node)
 
 
+class _Spec(BaseModel):
+    name: str = "synthetic decay"
+
+
+def _store(run, rows, *, construct=False):
+    """Write rows as ``OwmiRun`` records into a real DuckDB run directory (``construct``: unvalidated,
+    as a record written by another tool could be)."""
+    from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
+    from tamperbench.store import RunStore
+    from tamperbench.store.run_store import trial_key
+
+    make = OwmiRun.model_construct if construct else OwmiRun
+    recs = [make(**{k: v for k, v in r.items() if k not in ("run", "key")}, key=trial_key([r["key"]]), cell_id="c",
+                 quantized=False, temperature=0.0, top_p=1.0, max_new_tokens=8, domain="knowledge",
+                 item_provenance="{}", object_kind="resid_post", layer=12, positions="task", when="prefill",
+                 probe_text="p", prompt_text="t", prompt_ids=[1], intervened_positions=[], response="{}",
+                 finish_reason="stop") for r in rows]
+    store = RunStore.open(run, _Spec())
+    store.ensure_table(RUNS_TABLE, OwmiRun)
+    store.write(RUNS_TABLE, recs)
+    store.close()
+
+
 def test_score_files_and_site_table_carry_the_contrasts(tmp_path):
     """``owmi score`` on a real run directory (DuckDB store): Markdown, CSV and JSON hold the
     contrasts, the model line no longer says decay is not claimed, and the site gets the table."""
@@ -260,27 +283,12 @@ def test_score_files_and_site_table_carry_the_contrasts(tmp_path):
 
     from tamperbench.owmi.analysis.profile import score_runs
     from tamperbench.owmi.analysis.render import save
-    from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
     from tamperbench.owmi.site import _tables
-    from tamperbench.store import RunStore
-    from tamperbench.store.run_store import trial_key
-
-    class Spec(BaseModel):
-        name: str = "synthetic decay"
 
     rng = np.random.default_rng(0)
     model = "m|<b>x</b>"
-    rows = [{**r, "model": model} for r in synth(rng, "A", 0.9, 0.1, items=range(12))
-            + synth(rng, "B_delayed", 0.3, 0.3, items=range(12))]
-    recs = [OwmiRun(
-        **{k: v for k, v in r.items() if k not in ("run", "key")}, key=trial_key([r["key"]]), cell_id="c",
-        quantized=False, temperature=0.0, top_p=1.0, max_new_tokens=8, domain="knowledge", item_provenance="{}",
-        object_kind="resid_post", layer=12, positions="task", when="prefill", probe_text="p", prompt_text="t",
-        prompt_ids=[1], intervened_positions=[], response="{}", finish_reason="stop") for r in rows]
-    store = RunStore.open(tmp_path / "run", Spec())
-    store.ensure_table(RUNS_TABLE, OwmiRun)
-    store.write(RUNS_TABLE, recs)
-    store.close()
+    _store(tmp_path / "run", [{**r, "model": model} for r in synth(rng, "A", 0.9, 0.1, items=range(12))
+                              + synth(rng, "B_delayed", 0.3, 0.3, items=range(12))])
     result = score_runs([tmp_path / "run"], n_boot=200, seed=2, dose_boot=0, decay_level=0.9)
     d = result["decay"]
     assert (d["n_boot"], d["seed"], d["level"]) == (200, 2, 0.9)
@@ -295,3 +303,13 @@ def test_score_files_and_site_table_carry_the_contrasts(tmp_path):
     (table,) = [t for t in _tables(result) if t.slug == "owmi-decay"]
     assert len(table.rows) == 2 and "m\\|" in table.to_markdown()
     assert table.rows[1][5].text.startswith("not estimable: Track C")
+
+
+def test_cli_unknown_track_is_one_error_line_exit_2(tmp_path, tb_inprocess):
+    rows = small_rows()
+    rows[0]["track"] = "D"
+    _store(tmp_path / "run", rows, construct=True)
+    res = tb_inprocess("owmi", "score", tmp_path / "run", "--boot", "10", "--out", tmp_path / "s")
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: track:") and "'D'" in lines[0], res.stderr
