@@ -313,3 +313,20 @@ def test_cli_unknown_track_is_one_error_line_exit_2(tmp_path, tb_inprocess):
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: track:") and "'D'" in lines[0], res.stderr
+
+
+def test_inclusive_coding_counts_unparsed_reports_as_zero_evidence():
+    rows = small_rows()
+    for r in rows:  # A's item 00 intervention report unparsed: out of the complete pairs, a 0 in the inclusive ones
+        if r["track"] == "A" and r["item_id"] == "item00" and r["condition"] == "intervention":
+            r["parse_ok"], r["detected"], r["graded"] = False, None, None
+    (cell,) = decay_contrasts(rows, n_boot=50)["cells"]
+    ab = cell["contrasts"][0]
+    ya, ga, sa, gsa = _split("A")
+    yb, gb, sb, gsb = _split("B_delayed")
+    assert ab["items_paired"] == 4 and ab["items_dropped"] == {"A": 0, "B_delayed": 1}
+    assert ab["dprime"]["diff"] == pytest.approx(_dprime(ya[1:], sa[1:]) - _dprime(yb[1:], sb[1:]))
+    inc = ab["inclusive"]
+    assert inc["items_paired"] == 5
+    assert inc["dprime_diff"] == pytest.approx(_dprime([0] + ya[1:], sa) - _dprime(yb, sb))
+    assert inc["auroc_diff"] == pytest.approx(_auc([0.0] + ga[1:], gsa) - _auc(gb, gsb))

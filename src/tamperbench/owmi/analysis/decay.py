@@ -52,8 +52,8 @@ TRACK_PATHS: dict[str, dict[str, Any]] = {
     "B_delayed": {"validated": True, "path": "task answered under the hook, probe as a later user turn on the "
                   "task's cache", "tests": [f"{ENG}::test_delayed_track_asks_in_a_later_turn", *SCOPE, EQUIV,
                   "tests/unit/owmi/test_owmi_row_targeting.py::test_ragged_holes_keep_a_finished_row_intact"]},
-    "C": {"validated": True, "path": "B_delayed's later turn with a neutral reflection prompt (no cue), scored by "
-          "the condition-blinded rubric", "tests": [
+    "C": {"validated": True, "path": "B_delayed's later turn with a neutral reflection prompt (no cue; the shared "
+          "system prompt still names introspection), scored by the condition-blinded rubric", "tests": [
               "tests/integration/owmi/test_owmi_track_c_path.py::test_track_c_reflects_in_a_later_turn_without_cue",
               "tests/unit/owmi/test_owmi_probes.py::test_rubric_and_corruption", EQUIV]},
     "B_visible": {"validated": False, "path": "fresh context: task, own output, probe (immediate path)",
@@ -236,6 +236,7 @@ def decay_contrasts(rows: list[dict], *, n_boot: int = 2000, seed: int = 0, leve
             c = track_contrast(by_track[pair[0]], by_track[pair[1]], *pair, n_boot=n_boot, seed=seed, level=level,
                                coding=coding)
             c["role"] = "primary (Eq. 19)" if pair in PRIMARY else "secondary: immediate-path context, not delay"
+            c["inclusive"] = _robustness(by_track[pair[0]], by_track[pair[1]], pair, n_boot, seed, level)
             contrasts.append(c)
         out.append({"cell": dict(zip(DECAY_FIELDS, key)), "contrasts": contrasts})
     _fdr(out, alpha=1.0 - level)
@@ -244,6 +245,16 @@ def decay_contrasts(rows: list[dict], *, n_boot: int = 2000, seed: int = 0, leve
     return {"n_boot": n_boot, "seed": seed, "level": level, "coding": coding, "rule": RULE,
             "fdr": f"Benjamini-Hochberg at alpha {1.0 - level:g} over the Eq. 19 contrasts of every cell (AUROC "
                    "difference, normal p from the bootstrap SE)", "track_paths": TRACK_PATHS, "cells": out}
+
+
+def _robustness(rows_x: list[dict], rows_y: list[dict], pair: tuple, n_boot: int, seed: int, level: float) -> dict:
+    """D.4: the inclusive coding (an unparsed report counts as zero evidence) beside the primary one."""
+    c = track_contrast(rows_x, rows_y, *pair, n_boot=n_boot, seed=seed, level=level, coding="inclusive")
+    if not c["estimable"]:
+        return {"estimable": False, "reason": c["reason"]}
+    return {"estimable": True, "items_paired": c["items_paired"], "pairs": c["pairs"],
+            **{f"{s}_diff": c[s]["diff"] for s in ("dprime", "auroc")},
+            **{f"{s}_ci": c[s]["ci"] for s in ("dprime", "auroc")}}
 
 
 def _fdr(cells: list[dict], alpha: float) -> None:
@@ -291,6 +302,9 @@ def decay_rows(result: dict) -> list[dict]:
                 row[f"{s}_x"], row[f"{s}_y"] = e.get(x), e.get(y)
                 row[f"{s}_diff"], row[f"{s}_diff_ci"] = e.get("diff"), _ci(e.get("ci"))
             row["p_value"], row["bh_q"], row["positive"] = t.get("p_value"), t.get("bh_q"), t.get("positive")
+            inc = t.get("inclusive") or {}
+            row["inclusive_dprime_diff"], row["inclusive_dprime_diff_ci"] = inc.get("dprime_diff"), _ci(inc.get("dprime_ci"))
+            row["inclusive_auroc_diff"], row["inclusive_auroc_diff_ci"] = inc.get("auroc_diff"), _ci(inc.get("auroc_ci"))
             out.append(row)
     return out
 
@@ -308,16 +322,18 @@ def decay_markdown(result: dict) -> list[str]:
          f"bootstrap, {d['n_boot']} replicates, seed {d['seed']}, both tracks of an item resampled together). "
          f"Rule: {_e(d['rule'])}", "",
          f"| model | cell | contrast | role | items paired (dropped x / y) | pairs x / y | d' x / y | d' diff [{pct}] | "
-         f"AUROC x / y | AUROC diff [{pct}] | BH q | positive |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         f"AUROC x / y | AUROC diff [{pct}] | BH q | positive | inclusive coding: d' / AUROC diff |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in decay_rows(result):
         if r["reason"]:
             L.append(f"| {_e(r['model'])} | {_e(r['cell'])} | {r['contrast']} | {_e(r['role'])} | not estimable: "
-                     f"{_e(r['reason'])} | | | | | | | |")
+                     f"{_e(r['reason'])} | | | | | | | | |")
             continue
         L.append(f"| {_e(r['model'])} | {_e(r['cell'])} | {r['contrast']} | {_e(r['role'])} | {r['items_paired']} "
                  f"({r['items_dropped_x']} / {r['items_dropped_y']}) | {r['pairs_x']} / {r['pairs_y']} | {_n(r['dprime_x'], 3)} / {_n(r['dprime_y'], 3)} | "
                  f"{_n(r['dprime_diff'], 3)} {r['dprime_diff_ci']} | {_n(r['auroc_x'], 3)} / {_n(r['auroc_y'], 3)} | "
-                 f"{_n(r['auroc_diff'], 3)} {r['auroc_diff_ci']} | {_n(r['bh_q'], 4)} | {r['positive']} |")
+                 f"{_n(r['auroc_diff'], 3)} {r['auroc_diff_ci']} | {_n(r['bh_q'], 4)} | {r['positive']} | "
+                 f"{_n(r['inclusive_dprime_diff'], 3)} / {_n(r['inclusive_auroc_diff'], 3)} |")
     L.append("")
     for c in d["cells"]:
         k, v = c["cell"], c["verdict"]
