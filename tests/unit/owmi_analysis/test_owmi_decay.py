@@ -330,3 +330,15 @@ def test_inclusive_coding_counts_unparsed_reports_as_zero_evidence():
     assert inc["items_paired"] == 5
     assert inc["dprime_diff"] == pytest.approx(_dprime([0] + ya[1:], sa) - _dprime(yb, sb))
     assert inc["auroc_diff"] == pytest.approx(_auc([0.0] + ga[1:], gsa) - _auc(gb, gsb))
+
+
+def test_cli_decay_level_and_boot_are_recorded(tmp_path, tb_inprocess):
+    import json
+
+    _store(tmp_path / "run", small_rows())
+    res = tb_inprocess("owmi", "score", tmp_path / "run", "--boot", "40", "--seed", "3", "--decay-level", "0.8",
+                       "--dose-boot", "0", "--out", tmp_path / "s")
+    assert res.returncode == 0, res.stderr
+    d = json.loads((tmp_path / "s" / "owmi_score.json").read_text())["decay"]
+    assert (d["level"], d["n_boot"], d["seed"]) == (0.8, 40, 3)
+    assert "80% item-clustered bootstrap, 40 replicates, seed 3" in res.stdout
