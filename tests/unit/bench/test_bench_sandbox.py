@@ -68,21 +68,33 @@ def test_network_namespace_alone_refuses(listening_port):
 
 def test_infinite_loop_killed_at_timeout():
     start = time.perf_counter()
-    result = run_program("while True:\n    pass\n", Limits(timeout_s=0.5))
+    result = run_program("while True:\n    pass\n", Limits(timeout_s=0.25))
     elapsed = time.perf_counter() - start
     assert result.status == "timeout" and result.returncode == -9
-    assert 0.5 <= elapsed < 5.0
+    assert 0.25 <= elapsed < 5.0
 
 
 def test_sleeping_child_cannot_outlive_timeout():
     """A program that sleeps (no CPU use, so RLIMIT_CPU never fires) is still killed at the wall clock."""
-    result = run_program("import time\ntime.sleep(60)\n", Limits(timeout_s=0.5))
+    result = run_program("import time\ntime.sleep(60)\n", Limits(timeout_s=0.25))
     assert result.status == "timeout" and result.wall_s < 5.0
 
 
 def test_memory_limit():
     result = run_program("x = bytearray(600 * 1024 * 1024)\nprint('allocated')\n", Limits(timeout_s=20, memory_mb=256))
     assert result.status == "failed" and "MemoryError" in result.stderr and "allocated" not in result.stdout
+
+
+def test_the_program_meets_every_resource_limit_hard_and_soft():
+    """The child sets the limits before the program's first line: read back from inside the program, each
+    is the one asked for (CPU = timeout rounded up + 1), hard equal to soft."""
+    probe = ("import resource\nfor name in ('CPU', 'AS', 'FSIZE', 'NOFILE', 'CORE'):\n"
+             "    print(name, *resource.getrlimit(getattr(resource, 'RLIMIT_' + name)))\n")
+    result = run_program(probe, Limits(timeout_s=3.5, memory_mb=300, file_mb=5))
+    assert result.status == "passed", result.stderr
+    assert result.stdout.split("\n")[:5] == ["CPU 4 4", f"AS {300 << 20} {300 << 20}", f"FSIZE {5 << 20} {5 << 20}",
+                                             "NOFILE 64 64", "CORE 0 0"]
+    assert run_program(probe, Limits(timeout_s=20, cpu_s=7)).stdout.startswith("CPU 7 7\n")
 
 
 def test_processes_refused_and_workdir_is_temporary():
@@ -101,3 +113,7 @@ def test_passing_and_failing_programs():
     assert run_program("assert 1 + 1 == 2\n").status == "passed"
     failed = run_program("assert 1 + 1 == 3\n")
     assert failed.status == "failed" and "AssertionError" in failed.stderr
+    # the program runs as __main__, and its globals are that module's (as with `python program.py`)
+    as_main = run_program("import sys\nx = 1\nif __name__ == '__main__' and sys.modules['__main__'].x == 1:\n"
+                          "    raise SystemExit(3)\n")
+    assert as_main.status == "failed" and as_main.returncode == 3
