@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import BaseModel, ConfigDict
 
 from tamperbench.errors import UserError
+
+if TYPE_CHECKING:  # torch loads when a target is used, not when a spec is read (`owmi run` checks it first)
+    import torch
 
 ObjectKind = Literal["resid_pre", "resid_post", "attn_out", "mlp_out", "head", "sae_feature"]
 OBJECT_KINDS: tuple[str, ...] = ("resid_pre", "resid_post", "attn_out", "mlp_out", "head", "sae_feature")
@@ -99,6 +101,8 @@ class SAE:
                 raise UserError(f"{field}: cfg.json {key}={self.cfg[key]} but the weights have {want}")
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
+        import torch
+
         pre = (x.float() - self.b_dec.to(x.device)) @ self.W_enc.to(x.device) + self.b_enc.to(x.device)
         if self.architecture == "jumprelu":
             return pre * (pre > self.threshold.to(x.device).float())

@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import BaseModel, ConfigDict
 
 from tamperbench.errors import UserError
 from tamperbench.owmi.objects import Target
+
+if TYPE_CHECKING:  # torch loads at the first draw or hook call, not when a spec is read (see objects.py)
+    import torch
 
 OperatorName = Literal["zero", "scale", "noise", "replace", "add"]
 OPERATORS: tuple[str, ...] = ("zero", "scale", "noise", "replace", "add")
@@ -68,6 +70,8 @@ def noise_seed(seed: int, position: int) -> int:
 
 def noise_draw(seed: int, positions: Sequence[int], dim: int) -> torch.Tensor:
     """(len(positions), dim) standard normal noise, row j drawn from ``noise_seed(seed, positions[j])``."""
+    import torch
+
     return torch.stack([torch.randn(dim, generator=torch.Generator().manual_seed(noise_seed(seed, p)),
                                     dtype=torch.float32) for p in positions])
 
@@ -137,6 +141,8 @@ class Intervention:
         return list(range(seq)) if self.scope == "active" else []
 
     def _fn(self, act: torch.Tensor) -> torch.Tensor | None:
+        import torch
+
         self.calls += 1
         cols = self._columns(act.shape[1])
         if not cols:
