@@ -11,6 +11,7 @@ document, which is exactly the kind of invisible change this suite measures.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 QUOTE_MAP = {"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
              "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"'}
@@ -61,6 +62,16 @@ def normalise_with_map(text: str, *, quotes: bool = True, dashes: bool = True,
         out.pop()
         idx.pop()
     return "".join(out), idx
+
+
+@lru_cache(maxsize=64)
+def document_map(document: str) -> tuple[str, tuple[int, ...]]:
+    """``normalise_with_map(document)``, computed once per document (the scorer locates every
+    response in its document; a run scores many responses against each of a few documents, and the
+    per-character loop over the whole document was most of a verdict's cost). Same bound as the
+    document automata of evidence.py; the offsets are a tuple so no caller can change the cached copy."""
+    text, idx = normalise_with_map(document)
+    return text, tuple(idx)
 
 
 _TRANSLATE = str.maketrans({**QUOTE_MAP, **DASH_MAP})

@@ -24,8 +24,8 @@ from pydantic import BaseModel
 
 from tamperbench.quote.evidence import longest_match
 from tamperbench.quote.items import Item, document_for
-from tamperbench.quote.normalise import (extract_answer, forgiven_differences, normalise,
-                                         normalise_with_map, strip_trailing_punct)
+from tamperbench.quote.normalise import (document_map, extract_answer, forgiven_differences, normalise,
+                                         strip_trailing_punct)
 from tamperbench.quote.sentences import segment
 
 CATEGORIES = ("faithful", "faithful_normalized", "corrected", "trailing_punct", "truncated",
@@ -146,7 +146,7 @@ def _char_changes(gold: str, answer: str, limit: int = 3) -> list[dict] | None:
 
 def _locate(answer: str, item: Item, doc: str) -> dict:
     """Where the answer (or its longest matching part) sits in the document, in raw offsets."""
-    nd, dmap = normalise_with_map(doc)
+    nd, dmap = document_map(doc)
     a = normalise(answer)
     ev: dict = {"answer_chars": len(answer)}
     if item.planted is not None:
