@@ -20,6 +20,17 @@ reference loops, ``generate``, training) runs the untouched module, and forward 
 (training, a LoRA merge) is re-packed: a pack is keyed by the tensor's storage and version counter.
 Modules that already carry an instance ``forward`` (accelerate's offload hooks) are left alone.
 
+Sibling projections of one input (an attention's ``q_proj``/``k_proj``/``v_proj``, an MLP's
+``gate_proj``/``up_proj``) run as one product over their weights concatenated: fewer, wider calls,
+measured 1.07-1.13x less time for those linears at 1 to 21 rows (the weights are read once either
+way) and 1.05x less engine time on the paper-mix Sleight of Word workload (median of 2 interleaved
+pairs, one thread, load 2.2-3.2; 48/48 trials token for token). Each output element is the same dot product in the same kernel, so the values must be
+bitwise those of the separate products; that is checked on probe inputs of several row counts when
+the group is first packed, and a group that differs stays separate (provenance is unchanged). The
+first member called with an input computes the whole product; a sibling called with the very same
+tensor takes its slice; any other input (a hook that replaced it, cross-attention) is computed
+alone, so hooks keep seeing and changing exactly what they did.
+
 Cost: one more copy of the linear weights (0.5 GB for the embedded model), held once per model.
 Off when that copy would exceed a quarter of the available memory, off on GPUs, for non-float32
 weights, with gradients enabled, without oneDNN, or with ``TAMPERBENCH_PACKED_LINEAR=0``.
@@ -37,6 +48,8 @@ import torch
 __all__ = ["PackedLinears", "packed_linears_for"]
 
 _BATCH_HINT = 32  # the batch oneDNN tunes the packed layout for; any batch size works with it
+_SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # projections of one input
+_PROBE_ROWS = (1, 2, 5, 12, 17, 21, 33, 64)  # row counts a fused group must match bitwise on
 _PACKERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -64,12 +77,85 @@ def _linears(model: torch.nn.Module) -> list[torch.nn.Linear]:
     return [m for m in model.modules() if _eligible(m) and "forward" not in m.__dict__]  # type: ignore[misc]
 
 
+def _groups(model: torch.nn.Module, lins: list[torch.nn.Linear]) -> list[list[torch.nn.Linear]]:
+    """Sibling projections (see the module doc) that can share one product: same input width, all
+    with or all without a bias."""
+    ok = {id(m) for m in lins}
+    out = []
+    for parent in model.modules():
+        for names in _SIBLINGS:
+            ms = [getattr(parent, n, None) for n in names]
+            if all(m is not None and id(m) in ok for m in ms) and len({m.in_features for m in ms}) == 1 \
+                    and len({m.bias is None for m in ms}) == 1:
+                out.append(ms)
+    return out
+
+
+class _Group:
+    """One fused product shared by sibling projections, and the result waiting for the siblings."""
+
+    def __init__(self, members: list[torch.nn.Linear]):
+        self.members = members
+        self.key: tuple | None = None
+        self.packed: torch.Tensor | None = None
+        self.bias: torch.Tensor | None = None
+        self.fused = True  # False once the probe found the fused values differ
+        self.bounds: list[tuple[int, int]] = []
+        self.pending: tuple[torch.Tensor, torch.Tensor, set[int]] | None = None  # (input, output, members left)
+
+    def prepare(self, pack_one) -> None:
+        """(Re-)pack when a member's weight changed; on the first pack, probe bitwise equality."""
+        ws = [m.weight for m in self.members]
+        key = tuple((w.data_ptr(), w._version) for w in ws)
+        if key == self.key:
+            return
+        self.key, self.pending = key, None
+        with torch.no_grad():
+            w = torch.cat([x.detach() for x in ws])
+            b = None if self.members[0].bias is None else torch.cat([m.bias.detach() for m in self.members])
+            packed = torch.ops.mkldnn._reorder_linear_weight(w, _BATCH_HINT)
+            edges = [0]
+            for x in ws:
+                edges.append(edges[-1] + x.shape[0])
+            self.bounds = list(zip(edges, edges[1:]))
+            gen = torch.Generator().manual_seed(0)
+            for rows in _PROBE_ROWS:
+                x = torch.randn(rows, w.shape[1], generator=gen)
+                whole = _call(x, packed, b)
+                if not all(torch.equal(whole[:, lo:hi], _call(x, pack_one(m), m.bias))
+                           for m, (lo, hi) in zip(self.members, self.bounds)):
+                    self.fused = False
+                    return
+        self.packed, self.bias = packed, b
+
+    def forward_of(self, j: int):
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            lo, hi = self.bounds[j]
+            if self.pending is not None and self.pending[0] is x and j in self.pending[2]:
+                _, y, left = self.pending
+                left.discard(j)
+                if not left:
+                    self.pending = None
+                return y[..., lo:hi]
+            y = _call(x, self.packed, self.bias)
+            self.pending = (x, y, set(range(len(self.members))) - {j})
+            return y[..., lo:hi]
+
+        return forward
+
+
+def _call(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
 class PackedLinears:
     """Pre-packed weights of one model's linears, and the context that routes them through oneDNN."""
 
     def __init__(self, model: torch.nn.Module):
         self.modules = _linears(model)
         self._packs: dict[int, tuple[tuple[int, int], torch.Tensor]] = {}
+        self._index = {id(m): i for i, m in enumerate(self.modules)}
+        self.groups = [_Group(ms) for ms in _groups(model, self.modules)]
 
     def _pack(self, i: int, w: torch.Tensor) -> torch.Tensor:
         key = (w.data_ptr(), w._version)
@@ -87,6 +173,17 @@ class PackedLinears:
             return
         patched = []
         try:
+            for g in self.groups:
+                if any("forward" in m.__dict__ or not _eligible(m) for m in g.members):
+                    continue
+                g.prepare(lambda m: self._pack(self._index[id(m)], m.weight))
+                if not g.fused:
+                    continue
+                for m in g.members:  # the probe's separate packs: not needed while the group is fused
+                    self._packs.pop(self._index[id(m)], None)
+                for j, m in enumerate(g.members):
+                    m.forward = g.forward_of(j)  # type: ignore[method-assign]
+                    patched.append(m)
             for i, m in enumerate(self.modules):
                 if "forward" in m.__dict__ or not _eligible(m):  # someone else's forward; cast since
                     continue
@@ -96,11 +193,13 @@ class PackedLinears:
         finally:
             for m in patched:
                 m.__dict__.pop("forward", None)
+            for g in self.groups:
+                g.pending = None
 
 
 def _packed_forward(packed: torch.Tensor, bias: torch.Tensor | None):
     def forward(x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+        return _call(x, packed, bias)
 
     return forward
 
