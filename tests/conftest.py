@@ -17,6 +17,13 @@ os.environ.setdefault("TAMPERBENCH_HOME", str(REPO / ".tb_home"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# Cache compiled bytecode even where the environment sets PYTHONDONTWRITEBYTECODE (this machine does).
+# WHY: without it every run recompiles the package and pytest re-rewrites the asserts of all ~140 test
+# modules: measured 3.7 s of a 9.6 s collection (user CPU, --collect-only, 2 cores). The caches are
+# Python's own __pycache__ (git-ignored), checked against each source's mtime and size as usual, and
+# nothing else changes: a cold checkout compiles once, as before. Only modules imported after this line.
+sys.dont_write_bytecode = False
+
 
 # Property tests draw the same examples on every run (CI included): a red build must reproduce.
 # Explore new examples by hand with TB_HYPOTHESIS_EXPLORE=1 (a failure prints its seed).
