@@ -19,9 +19,11 @@ thread's read bandwidth (:func:`measure_bandwidth`), both measured in the same p
 
 Attainable MFU = delivered tokens x flop_per_token / peak / (bound's seconds); the engine's measured
 MFU divided by it is the fraction of the attainable it reaches. :func:`fit_step_cost` fits the
-measured forward seconds per step as ``fixed + per_row x rows``: the fixed part is the weight
-traffic as the kernels really stream it, the per-row part the compute as they really run it, and
-``(flop_per_token / peak) / per_row`` is the MFU an unbounded batch would tend to.
+measured forward seconds per step as ``fixed + per_row x rows + per_row_column x rows x columns``:
+the fixed part is the weight traffic as the kernels really stream it, the per-row part the compute
+as they really run it, the last the attention over the KV cache; ``(flop_per_token / peak) /
+per_row`` is the MFU an unbounded batch of short contexts would tend to. On a shared machine the
+fit is noisy: read it beside the bounds, not instead of them.
 """
 
 from __future__ import annotations
@@ -117,31 +119,37 @@ def bound(profile: dict[int, list[float]], *, flop_per_token: float, weight_byte
 class StepCostFit:
     fixed: float  # seconds per step whatever its rows
     per_row: float  # seconds per row
+    per_row_column: float = 0.0  # seconds per row and context column (attention over the KV cache)
 
     def limit_mfu(self, flop_per_token: float, peak: float) -> float:
-        """The MFU a step of unbounded rows tends to: (flop_per_token / peak) / per_row."""
+        """The MFU a step of unbounded rows tends to (context columns left out): (flop_per_token / peak) / per_row."""
         return flop_per_token / peak / self.per_row if self.per_row > 0 else float("inf")
 
     def rows_for(self, target: float, flop_per_token: float, peak: float) -> float:
-        """Rows every step would need for MFU ``target`` at this cost (inf: no batch reaches it)."""
+        """Rows every step would need for MFU ``target`` at this cost, context columns left out
+        (inf: no batch reaches it)."""
         room = flop_per_token / peak - target * self.per_row
         return target * self.fixed / room if room > 0 else float("inf")
 
 
 def fit_step_cost(profile: dict[int, list[float]]) -> StepCostFit | None:
-    """Least squares of forward seconds per step = fixed + per_row x rows, each step weighted
-    alike (from the per-row-count sums: exact for the step-weighted fit of the step means). None
-    with fewer than two distinct row counts."""
-    pts = [(r, int(n), s) for r, (n, s, _c) in profile.items() if n]
-    if len({r for r, _, _ in pts}) < 2:
+    """Least squares of forward seconds per step = fixed + per_row x rows + per_row_column x rows x
+    columns, every step weighted alike (from the per-row-count sums and mean columns). The column
+    term matters: early steps have many rows and short contexts, late ones few rows and long
+    contexts, so a fit on rows alone mixes the two. None with fewer than three distinct row counts
+    or a degenerate design."""
+    import numpy as np
+
+    pts = [(r, n, s / n, c / n) for r, (n, s, c) in profile.items() if n]
+    if len(pts) < 3:
         return None
-    w = sum(n for _, n, _ in pts)
-    mx = sum(n * r for r, n, _ in pts) / w
-    my = sum(s for _, _, s in pts) / w
-    sxx = sum(n * (r - mx) ** 2 for r, n, _ in pts)
-    sxy = sum((r - mx) * (s - n * my) for r, n, s in pts)
-    slope = sxy / sxx
-    return StepCostFit(my - slope * mx, slope)
+    w = np.sqrt([n for _, n, _, _ in pts])
+    x = np.array([[1.0, r, r * c] for r, _, _, c in pts]) * w[:, None]
+    y = np.array([t for _, _, t, _ in pts]) * w
+    if np.linalg.matrix_rank(x) < 3:
+        return None
+    fixed, per_row, per_rc = np.linalg.lstsq(x, y, rcond=None)[0]
+    return StepCostFit(float(fixed), float(per_row), float(per_rc))
 
 
 def rows_needed(target: float, *, flop_per_token: float, step_bytes: float, peak: float, bandwidth: float

@@ -56,9 +56,33 @@ def test_bound_by_hand():
     assert none == pytest.approx(0.14 / 0.584)
 
 
-def test_fit_step_cost_through_two_row_counts_and_its_consequences():
-    fit = roofline.fit_step_cost({1: [1, 0.05, 0], 5: [3, 0.45, 0]})  # 0.05 s at 1 row, 0.15 s at 5 rows
-    assert fit.fixed == pytest.approx(0.025) and fit.per_row == pytest.approx(0.025)
+def test_fit_step_cost_recovers_an_exact_cost_model():
+    # steps cost 0.02 s + 0.003 s per row + 1e-5 s per row and column, exactly
+    def cost(r, c):
+        return 0.02 + 0.003 * r + 1e-5 * r * c
+
+    prof = {r: [n, n * cost(r, c), n * c] for r, n, c in ((2, 5, 200), (8, 1, 120), (20, 3, 60), (30, 2, 40))}
+    fit = roofline.fit_step_cost(prof)
+    assert (fit.fixed, fit.per_row, fit.per_row_column) == pytest.approx((0.02, 0.003, 1e-5))
+
+
+def test_fit_step_cost_weights_every_step_alike():
+    # step means 0.1 (1 row), 0.1 (2 rows), 0.4 (3 rows, two steps), 0.3 (4 rows); no columns
+    prof = {1: [1, 0.1, 0], 2: [1, 0.1, 0], 3: [2, 0.8, 0], 4: [1, 0.3, 0]}
+    assert roofline.fit_step_cost(prof) is None  # rows x columns all zero: a degenerate design
+    prof = {r: [n, s, n * 10] for r, (n, s, _) in prof.items()}  # 10 columns each: r x c = 10 r, collinear with r
+    assert roofline.fit_step_cost(prof) is None
+    prof[4][2] = 1 * 30  # 30 columns at 4 rows
+    fit = roofline.fit_step_cost(prof)
+    # every step as a point of an ordinary least squares (independent: numpy.polyfit cannot, so lstsq on 5 rows)
+    x = np.array([[1, 1, 10], [1, 2, 20], [1, 3, 30], [1, 3, 30], [1, 4, 120]], dtype=float)
+    y = np.array([0.1, 0.1, 0.4, 0.4, 0.3])
+    ref = np.linalg.lstsq(x, y, rcond=None)[0]
+    assert (fit.fixed, fit.per_row, fit.per_row_column) == pytest.approx(tuple(ref))
+
+
+def test_fit_consequences_by_hand():
+    fit = roofline.StepCostFit(fixed=0.025, per_row=0.025)
     # one token of compute at peak: 1e9 / 1e11 = 0.01 s; per row 0.025 s -> 0.4 at unbounded batch
     assert fit.limit_mfu(1e9, 1e11) == pytest.approx(0.4)
     # MFU 0.2 at r rows: 0.01 r / (0.025 + 0.025 r) = 0.2 -> 0.005 r = 0.005 -> r = 1
@@ -66,19 +90,8 @@ def test_fit_step_cost_through_two_row_counts_and_its_consequences():
     assert fit.rows_for(0.5, 1e9, 1e11) == float("inf")  # above the 0.4 limit
 
 
-def test_fit_step_cost_weights_every_step_alike():
-    prof = {1: [1, 0.1, 0], 2: [1, 0.1, 0], 3: [2, 0.8, 0]}  # step means 0.1, 0.1, 0.4 (two steps)
-    fit = roofline.fit_step_cost(prof)
-    # by hand: mean rows 9/4 = 2.25, mean seconds 1.0/4 = 0.25; sxx = 1.5625 + 0.0625 + 2 x 0.5625 = 2.75;
-    # sxy = (-1.25)(-0.15) + (-0.25)(-0.15) + 2 (0.75)(0.15) = 0.45 -> slope 0.45 / 2.75
-    assert fit.per_row == pytest.approx(0.45 / 2.75)
-    assert fit.fixed == pytest.approx(0.25 - 0.45 / 2.75 * 2.25)
-    slope, icept = np.polyfit([1, 2, 3, 3], [0.1, 0.1, 0.4, 0.4], 1)  # every step as a point
-    assert (fit.per_row, fit.fixed) == pytest.approx((slope, icept))
-
-
-def test_fit_step_cost_needs_two_row_counts():
-    assert roofline.fit_step_cost({4: [10, 1.0, 0]}) is None
+def test_fit_step_cost_needs_three_row_counts():
+    assert roofline.fit_step_cost({4: [10, 1.0, 100], 5: [2, 0.3, 20]}) is None
     assert roofline.fit_step_cost({}) is None
 
 
