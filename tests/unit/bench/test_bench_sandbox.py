@@ -22,7 +22,7 @@ def listening_port():
     stop = threading.Event()
 
     def accept():
-        server.settimeout(0.2)
+        server.settimeout(0.02)  # how long the teardown's join may wait
         while not stop.is_set():
             try:
                 conn, _ = server.accept()
