@@ -3,8 +3,9 @@
 Registered only through ``TAMPERBENCH_SUITES`` (no edit to core files, no reinstall): it must be
 listed by ``tamperbench --help``, run by ``tamperbench run SPEC.json`` into a real DuckDB store,
 printed by its own table renderer and rendered by ``tamperbench report``. Real subprocess CLI for
-those (the sub-app is mounted when ``tamperbench.cli`` is imported); the two refusals of a spec file
-run the same entry point in-process (``tb_inprocess``), where the registry reads the variable per call.
+the help, the sub-app (mounted when ``tamperbench.cli`` is imported) and the report; ``run`` and the two
+refusals of a spec file run the same entry point in-process (``tb_inprocess``), where the registry reads
+the variable per call (``tamperbench run`` keeps its subprocess test in test_cli_errors.py).
 """
 
 from __future__ import annotations
@@ -90,8 +91,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           env=env, cwd=tmp_path, timeout=120)
 
 
-def test_toy_suite_in_help_run_and_report(tmp_path):
-    (tmp_path / "toy_suite.py").write_text(TOY)
+def test_toy_suite_in_help_run_and_report(tmp_path, toy_inprocess):
     helped = _cli(tmp_path, "--help")
     assert helped.returncode == 0, helped.stderr
     assert "toy" in helped.stdout and "Toy suite registered from a test." in helped.stdout
@@ -102,7 +102,7 @@ def test_toy_suite_in_help_run_and_report(tmp_path):
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"suite": "toy", "n": 4}))
-    ran = _cli(tmp_path, "run", str(spec), "--out", str(tmp_path / "run"))
+    ran = toy_inprocess("run", str(spec), "--out", str(tmp_path / "run"))
     assert ran.returncode == 0, ran.stderr
     assert "sum of squares = 14" in ran.stdout  # 0 + 1 + 4 + 9, by hand
     with duckdb.connect(str(tmp_path / "run" / "records.duckdb"), read_only=True) as con:
