@@ -69,7 +69,7 @@ def test_killed_worker_units_are_rescheduled_none_lost_none_duplicated(toy_modul
     n = 16
     units = [WorkUnit(key=f"k{i:03d}", payload=i) for i in range(n)]
     ex = RayExecutor(workers=2, chunk=2, runtime_env={"env_vars": {"PYTHONPATH": str(toy_module)}})
-    worker = Worker(setup="toy_ray_worker:setup", work="toy_ray_worker:work", config=0.1)
+    worker = Worker(setup="toy_ray_worker:setup", work="toy_ray_worker:work", config=0.05)
     yielded: list[str] = []
     killed: list[int] = []
 
