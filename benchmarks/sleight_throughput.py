@@ -27,9 +27,9 @@ Roofline (src/tamperbench/sleight/roofline.py): each round also samples one thre
 reads (every parameter once, the tied embedding once), the KV columns each row attends to, and the
 engine's rows per step (``stats["step_profile"]``), it prints the MFU this batch profile allows at
 best (per step max(flop/peak, bytes/bw): compute and memory overlapped) and at worst (their sum),
-the engine's fraction of each, the rows per step the 0.7 target would need, and a least-squares fit
-of the measured forward time per step (fixed + per row: the weight traffic and the per-row compute
-as the kernels really run them). The MFU lines above it are issue 14's definition, unchanged.
+the engine's fraction of each, the rows per step the 0.7 target would need, and decoder steps timed
+apart at 1 to 46 rows and the run's mean context, fitted as fixed + per row (the weight traffic and
+the per-row compute as the kernels really run them; a few CPU seconds). The MFU lines above it are issue 14's definition, unchanged.
 
 The engine's linears run over oneDNN pre-packed weights (models/decoding/packed_linear.py); the
 naive and chunked loops call the model as it is (packing does not help one row at a time: 0.92x).
@@ -88,6 +88,30 @@ def flop_per_token(model) -> float:
     return 2.0 * sum(p.numel() for p in model.parameters())
 
 
+@torch.inference_mode()
+def step_curve(be, cols: int, rows=(1, 4, 12, 24, 46), steps: int = 4) -> dict[int, list[float]]:
+    """Decoder steps timed at fixed row counts and one context length (``cols`` columns), the same
+    shape as the engine's ``step_profile``: one prefilled row forked to ``r`` rows, one of them
+    rolled back a token so the batch carries a masked hole as the engine's do (padding, rollbacks)."""
+    prof: dict[int, list[float]] = {}
+    prompt = [1000 + i % 5000 for i in range(max(2, cols - 3))]
+    for r in rows:
+        dec = be.step_decoder(topk=20, capacity=max(rows))
+        [rid] = dec.add_rows([prompt])
+        dec.step()
+        dec.step()
+        if r > 1:
+            dec.fork(rid, r - 1)
+            dec.rollback(rid, 1)
+        dec.step()
+        f0, c = dec.forward_seconds, 0
+        for _ in range(steps):
+            dec.step()
+            c += dec.n
+        prof[r] = [steps, dec.forward_seconds - f0, c]
+    return prof
+
+
 def report_roofline(be, stats: dict, seconds: float, cpu_seconds: float, tokens: int, fpt: float, peak: float,
                     bws: list[float], target: float = 0.7) -> None:
     """What MFU this run's batch profile allows at all (sleight/roofline.py), and how near the engine gets."""
@@ -118,14 +142,19 @@ def report_roofline(be, stats: dict, seconds: float, cpu_seconds: float, tokens:
     r_over, r_sum = roofline.rows_needed(target, flop_per_token=fpt, step_bytes=wb, peak=peak, bandwidth=bw)
     print(f"roofline: MFU {target} needs >= {r_over:.1f} rows in every step (overlapped) or >= {r_sum:.1f} "
           f"(no overlap) at {bw / 1e9:.1f} GB/s; this run averaged {rl.rows / rl.steps:.1f}")
-    fit = roofline.fit_step_cost(prof)
+    c0 = time.process_time()
+    curve = step_curve(be, round(cols))
+    fit = roofline.fit_step_cost(curve, columns=False)
+    print(f"step cost at {round(cols)} context columns (the run's mean), timed apart ({time.process_time() - c0:.0f} "
+          f"CPU s; load {os.getloadavg()[0]:.1f}): "
+          + ", ".join(f"{r} rows {v[1] / v[0] * 1e3:.0f} ms" for r, v in curve.items()))
     if fit is not None:
         need = fit.rows_for(target, fpt, peak)
-        print(f"measured step cost (least squares over this run's steps; noisy on a shared machine): forward = "
-              f"{fit.fixed * 1e3:.1f} ms + {fit.per_row * 1e3:.2f} ms/row + {fit.per_row_column * 1e6:.2f} us/(row x "
-              f"column), i.e. weights streamed at {wb / max(fit.fixed, 1e-9) / 1e9:.1f} GB/s and "
-              f"{fpt / max(fit.per_row, 1e-12) / 1e9:.0f} GFLOP/s per extra row; an unbounded batch of short contexts "
-              f"tends to MFU {fit.limit_mfu(fpt, peak):.2f}; MFU {target} would need "
+        print(f"step cost fit (least squares): forward = {fit.fixed * 1e3:.1f} ms + {fit.per_row * 1e3:.2f} ms/row, "
+              f"i.e. a step's fixed cost is {wb / max(fit.fixed, 1e-9) / 1e9:.1f} GB/s of weight traffic "
+              f"(one thread reads {bw / 1e9:.1f}) and each row runs at {fpt / max(fit.per_row, 1e-12) / 1e9:.0f} "
+              f"GFLOP/s (peak {peak / 1e9:.0f}); an unbounded batch tends to MFU {fit.limit_mfu(fpt, peak):.2f}; "
+              f"MFU {target} would need "
               + (f"{need:.0f} rows in every step" if need != float("inf") else "more than any batch at this cost"))
 
 

@@ -132,24 +132,26 @@ class StepCostFit:
         return target * self.fixed / room if room > 0 else float("inf")
 
 
-def fit_step_cost(profile: dict[int, list[float]]) -> StepCostFit | None:
-    """Least squares of forward seconds per step = fixed + per_row x rows + per_row_column x rows x
-    columns, every step weighted alike (from the per-row-count sums and mean columns). The column
-    term matters: early steps have many rows and short contexts, late ones few rows and long
-    contexts, so a fit on rows alone mixes the two. None with fewer than three distinct row counts
-    or a degenerate design."""
+def fit_step_cost(profile: dict[int, list[float]], columns: bool = True) -> StepCostFit | None:
+    """Least squares of forward seconds per step = fixed + per_row x rows (+ per_row_column x rows x
+    columns with ``columns``), every step weighted alike (from the per-row-count sums and mean
+    columns). Over an engine run the column term matters but is poorly determined (early steps have
+    many rows and short contexts, late ones few rows and long ones); steps timed at one context
+    length (``columns=False``) pin fixed and per-row cost down. None with too few distinct row
+    counts or a degenerate design."""
     import numpy as np
 
     pts = [(r, n, s / n, c / n) for r, (n, s, c) in profile.items() if n]
-    if len(pts) < 3:
+    k = 3 if columns else 2
+    if len(pts) < k:
         return None
     w = np.sqrt([n for _, n, _, _ in pts])
-    x = np.array([[1.0, r, r * c] for r, _, _, c in pts]) * w[:, None]
+    x = np.array([[1.0, r, r * c][:k] for r, _, _, c in pts]) * w[:, None]
     y = np.array([t for _, _, t, _ in pts]) * w
-    if np.linalg.matrix_rank(x) < 3:
+    if np.linalg.matrix_rank(x) < k:
         return None
-    fixed, per_row, per_rc = np.linalg.lstsq(x, y, rcond=None)[0]
-    return StepCostFit(float(fixed), float(per_row), float(per_rc))
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    return StepCostFit(float(coef[0]), float(coef[1]), float(coef[2]) if columns else 0.0)
 
 
 def rows_needed(target: float, *, flop_per_token: float, step_bytes: float, peak: float, bandwidth: float

@@ -90,8 +90,20 @@ def test_fit_consequences_by_hand():
     assert fit.rows_for(0.5, 1e9, 1e11) == float("inf")  # above the 0.4 limit
 
 
+def test_fit_step_cost_at_one_context_length_by_hand():
+    # 0.05 s at 1 row (one step), 0.15 s at 5 rows (three steps): slope 0.1 / 4 = 0.025, fixed 0.025
+    fit = roofline.fit_step_cost({1: [1, 0.05, 100], 5: [3, 0.45, 300]}, columns=False)
+    assert (fit.fixed, fit.per_row, fit.per_row_column) == pytest.approx((0.025, 0.025, 0.0))
+    # three points, unequal weights: every step a point of numpy.polyfit
+    fit = roofline.fit_step_cost({1: [1, 0.1, 0], 2: [1, 0.1, 0], 3: [2, 0.8, 0]}, columns=False)
+    slope, icept = np.polyfit([1, 2, 3, 3], [0.1, 0.1, 0.4, 0.4], 1)
+    assert (fit.per_row, fit.fixed) == pytest.approx((slope, icept))
+    assert fit.per_row == pytest.approx(0.45 / 2.75)  # by hand: sxy 0.45 / sxx 2.75 about the means
+
+
 def test_fit_step_cost_needs_three_row_counts():
     assert roofline.fit_step_cost({4: [10, 1.0, 100], 5: [2, 0.3, 20]}) is None
+    assert roofline.fit_step_cost({4: [10, 1.0, 100]}, columns=False) is None
     assert roofline.fit_step_cost({}) is None
 
 
