@@ -1,6 +1,7 @@
 """The annotation server's API over real HTTP (the browser test lives in tests/e2e/judge)."""
 
 import json
+import shutil
 import urllib.error
 import urllib.request
 
@@ -12,10 +13,15 @@ from tamperbench.judge.samples import sample_rows, trial_row, write_fixture_run
 from tamperbench.store import RunStore
 
 
+@pytest.fixture(scope="module")
+def template_run(tmp_path_factory):
+    return write_fixture_run(tmp_path_factory.mktemp("annotate") / "run",
+                             sample_rows() + [trial_row("u", "q?", "cup", "x", swap_count=0, untouched=True)])
+
+
 @pytest.fixture
-def server(tmp_path):
-    run = write_fixture_run(tmp_path / "run", sample_rows() + [trial_row("u", "q?", "cup", "x", swap_count=0,
-                                                                         untouched=True)])
+def server(tmp_path, template_run):
+    run = shutil.copytree(template_run, tmp_path / "run")  # each test labels its own copy of one written run
     app = prepare(run, 3, seed=1, annotator="ann")
     srv = AnnotationServer(app, port=0)
     srv.start()
