@@ -101,7 +101,7 @@ def test_score_code_in_the_sandbox(tmp_path):
                     "    return any(n % i == 0 for i in range(2, math.isqrt(n) + 1))\n```"}),
         json.dumps({"item_id": "mbpp/13", "response": "def reverse_words(s):\n    while True:\n        pass\n"}),
     ]) + "\n")
-    proc = tb("score", "mbpp", "--data", FIXTURES / "mbpp" / "mbpp.jsonl", "--answers", answers, "--timeout", "1",
+    proc = tb("score", "mbpp", "--data", FIXTURES / "mbpp" / "mbpp.jsonl", "--answers", answers, "--timeout", "0.5",
               home=tmp_path, check_rc=0)
     verdicts = {v["item_id"]: v for v in map(json.loads, proc.stdout.splitlines())}
     assert verdicts["mbpp/12"]["correct"] is True
