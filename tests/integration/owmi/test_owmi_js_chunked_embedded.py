@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from scipy.spatial.distance import jensenshannon
 
 from tamperbench.models.hooks import hooks
 from tamperbench.owmi import forward as fw
@@ -45,6 +44,8 @@ def test_chunked_js_equals_unchunked(embedded_backend):
         iv.phase, iv.offset = "prefill", 0
         with hooks(model, iv.hook_pairs()):
             alt = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].double(), -1)
+    from scipy.spatial.distance import jensenshannon  # here, not at collection: 0.3 s the fast suite never uses
+
     per_pos = np.array([jensenshannon(p, q) ** 2 for p, q in zip(base[START:].exp().numpy(), alt[START:].exp().numpy())])
     assert per_pos.max() > 1e-3  # the intervention moves the distributions: the comparison can fail
     for chunk in (32, 45, 7):
