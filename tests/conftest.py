@@ -99,6 +99,30 @@ def _build_model_cache(session):
         resolve("embedded")
 
 
+_CLICK_COMMANDS: dict = {}
+
+
+def _app_shape(app) -> tuple:
+    """What typer builds the click command from: the app, its commands and its sub-apps, recursively."""
+    return (id(app), id(app.registered_callback), tuple(id(c) for c in app.registered_commands),
+            tuple((id(g), _app_shape(g.typer_instance)) for g in app.registered_groups))
+
+
+def _click_command_once(real_get_command):
+    """``typer.main.get_command``, memoised on the app's shape for in-process CLI calls.
+
+    WHY: typer rebuilds the whole click command tree (every command's signature) on each call, 22 ms
+    here, ~70 times in the fast suite; a console script builds it once per process. Click commands are
+    made to be invoked repeatedly (each call gets a fresh context), and an app whose commands or
+    sub-apps change gets a new shape, hence a fresh build."""
+    def get_command(app):
+        key = _app_shape(app)
+        if key not in _CLICK_COMMANDS:
+            _CLICK_COMMANDS[key] = real_get_command(app)
+        return _CLICK_COMMANDS[key]
+    return get_command
+
+
 @pytest.fixture
 def tb_inprocess(monkeypatch):
     """``tb_inprocess(*args, cwd=None, env=None)`` runs ``tamperbench ARGS`` through the console entry
@@ -123,6 +147,8 @@ def tb_inprocess(monkeypatch):
         sys.stderr.write(warnings.formatwarning(msg.message, msg.category, msg.filename, msg.lineno, msg.line))
 
     def run(*args, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        import typer.main
+
         from tamperbench.cli import main
 
         argv = ["tamperbench", *(os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in args)]
@@ -130,6 +156,7 @@ def tb_inprocess(monkeypatch):
         code: int = 0
         with monkeypatch.context() as m:
             m.setattr(sys, "argv", argv)
+            m.setattr(typer.main, "get_command", _click_command_once(typer.main.get_command))
             m.setenv("HF_HUB_OFFLINE", "1")
             m.delenv("TAMPERBENCH_DEBUG", raising=False)
             for k, v in (env or {}).items():
