@@ -58,6 +58,29 @@ def _cluster_histogram(codes: np.ndarray, level_idx: np.ndarray, n_clusters: int
     return sparse.csr_matrix((np.ones(codes.size), (codes, level_idx)), shape=(n_clusters, n_levels))
 
 
+class ClusterDetection:
+    """Per-cluster sufficient statistics of paired detection data (pair sizes, hits, false alarms,
+    and score histograms on the pooled levels), so one bootstrap replicate is a few products with a
+    row of cluster weights instead of a resample of every pair. Shared by :func:`detection_bootstrap`
+    and by contrasts that resample two sets of pairs with the same cluster weights (OWMI decay)."""
+
+    def __init__(self, yi: np.ndarray, ys: np.ndarray, gi: np.ndarray, gs: np.ndarray, codes: np.ndarray,
+                 n_clusters: int):
+        self.size = np.bincount(codes, minlength=n_clusters).astype(float)
+        self.hits = np.bincount(codes, weights=yi, minlength=n_clusters)
+        self.fas = np.bincount(codes, weights=ys, minlength=n_clusters)
+        levels = np.unique(np.concatenate([gi, gs]))
+        self.hist_i = _cluster_histogram(codes, np.searchsorted(levels, gi), n_clusters, levels.size)
+        self.hist_s = _cluster_histogram(codes, np.searchsorted(levels, gs), n_clusters, levels.size)
+
+    def replicate(self, w: np.ndarray) -> dict[str, np.ndarray]:
+        """d', AUROC and report-rate margin for a (replicates x clusters) matrix of cluster counts."""
+        tot, hits, fas = w @ self.size, w @ self.hits, w @ self.fas
+        return {"dprime": np.atleast_1d(dprime_counts(hits, tot, fas, tot)),
+                "auroc": level_auroc((self.hist_i.T @ w.T).T, (self.hist_s.T @ w.T).T),
+                "margin": (hits - fas) / tot}
+
+
 def percentile_interval(reps: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     reps = reps[np.isfinite(reps)]
     if reps.size == 0:
@@ -92,19 +115,11 @@ def detection_bootstrap(y_int, y_sham, clusters, *, g_int=None, g_sham=None, n_b
         "auroc": float(weighted_auroc(gi, gs, np.ones((1, n)), np.ones((1, n)))[0]),
         "margin": float(yi.mean() - ys.mean()),
     }
-    # per-cluster sufficient statistics
-    size_c = np.bincount(codes, minlength=n_clusters).astype(float)
-    hits_c = np.bincount(codes, weights=yi, minlength=n_clusters)
-    fas_c = np.bincount(codes, weights=ys, minlength=n_clusters)
-    levels = np.unique(np.concatenate([gi, gs]))
-    hist_i = _cluster_histogram(codes, np.searchsorted(levels, gi), n_clusters, levels.size)
-    hist_s = _cluster_histogram(codes, np.searchsorted(levels, gs), n_clusters, levels.size)
+    stats = ClusterDetection(yi, ys, gi, gs, codes, n_clusters)
     reps: dict[str, list[np.ndarray]] = {k: [] for k in point}
     for w in cluster_weight_chunks(codes, n_clusters, n_boot, seed, chunk, expand=False):
-        tot, hits, fas = w @ size_c, w @ hits_c, w @ fas_c
-        reps["dprime"].append(dprime_counts(hits, tot, fas, tot))
-        reps["auroc"].append(level_auroc((hist_i.T @ w.T).T, (hist_s.T @ w.T).T))
-        reps["margin"].append((hits - fas) / tot)
+        for k, r in stats.replicate(w).items():
+            reps[k].append(r)
     out: dict = {"n_pairs": int(n), "n_clusters": n_clusters}
     for k, est in point.items():
         r = np.concatenate(reps[k]) if reps[k] else np.array([])

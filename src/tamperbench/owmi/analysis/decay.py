@@ -97,26 +97,6 @@ def track_rows(rows: list[dict], track: str) -> list[dict]:
             for r in ints if r["probe_family"] == "spontaneous"]
 
 
-def _suff(p: dict, codes: np.ndarray, n_c: int) -> dict:
-    from tamperbench.stats.bootstrap import _cluster_histogram
-
-    ya, yb, ga, gb = (np.asarray(p[k], dtype=float) for k in ("y_a", "y_b", "g_a", "g_b"))
-    levels = np.unique(np.concatenate([ga, gb]))
-    return {"size": np.bincount(codes, minlength=n_c).astype(float),
-            "hits": np.bincount(codes, weights=ya, minlength=n_c), "fas": np.bincount(codes, weights=yb, minlength=n_c),
-            "hi": _cluster_histogram(codes, np.searchsorted(levels, ga), n_c, levels.size),
-            "hs": _cluster_histogram(codes, np.searchsorted(levels, gb), n_c, levels.size)}
-
-
-def _replicate(s: dict, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """d' and AUROC of one track for a (b, items) matrix of item counts (as in ``detection_bootstrap``)."""
-    from tamperbench.stats.sdt import dprime_counts, level_auroc
-
-    tot = w @ s["size"]
-    return (np.atleast_1d(dprime_counts(w @ s["hits"], tot, w @ s["fas"], tot)),
-            level_auroc((s["hi"].T @ w.T).T, (s["hs"].T @ w.T).T))
-
-
 def _keep(p: dict, items: set) -> dict:
     idx = [j for j, c in enumerate(p["clusters"]) if c in items]
     return {k: [p[k][j] for j in idx] for k in ("y_a", "y_b", "g_a", "g_b", "clusters")}
@@ -128,7 +108,8 @@ def track_contrast(rows_x: list[dict], rows_y: list[dict], x: str, y: str, *, n_
     item-clustered bootstrap interval. ``rows_*`` are ``track_rows`` output of one cell."""
     from scipy.stats import norm
 
-    from tamperbench.stats.bootstrap import cluster_codes, cluster_weight_chunks, percentile_interval
+    from tamperbench.stats.bootstrap import (ClusterDetection, cluster_codes, cluster_weight_chunks,
+                                             percentile_interval)
     from tamperbench.stats.pairs import paired_detection
     from tamperbench.stats.sdt import auroc, dprime
 
@@ -153,13 +134,14 @@ def track_contrast(rows_x: list[dict], rows_y: list[dict], x: str, y: str, *, n_
     out["pairs"] = {x: len(kx["clusters"]), y: len(ky["clusters"])}
     codes, n_c = cluster_codes(kx["clusters"] + ky["clusters"])
     nx = len(kx["clusters"])
-    sx, sy = _suff(kx, codes[:nx], n_c), _suff(ky, codes[nx:], n_c)
-    reps: dict[str, list] = defaultdict(list)
+    sx, sy = (ClusterDetection(*(np.asarray(k[f], dtype=float) for f in ("y_a", "y_b", "g_a", "g_b")), c, n_c)
+              for k, c in ((kx, codes[:nx]), (ky, codes[nx:])))
+    reps: dict[tuple[str, str], list] = defaultdict(list)
     for w in cluster_weight_chunks(codes, n_c, n_boot, seed, chunk, expand=False):
-        for t, s in ((x, sx), (y, sy)):
-            d, a = _replicate(s, w)
-            reps[("dprime", t)].append(d)
-            reps[("auroc", t)].append(a)
+        for t, st in ((x, sx), (y, sy)):
+            r = st.replicate(w)
+            reps[("dprime", t)].append(r["dprime"])
+            reps[("auroc", t)].append(r["auroc"])
     est = {("dprime", x): dprime(kx["y_a"], kx["y_b"]), ("dprime", y): dprime(ky["y_a"], ky["y_b"]),
            ("auroc", x): auroc(kx["g_a"], kx["g_b"]), ("auroc", y): auroc(ky["g_a"], ky["g_b"])}
     for stat in ("dprime", "auroc"):
