@@ -29,7 +29,10 @@ bitwise those of the separate products; that is checked on probe inputs of sever
 the group is first packed, and a group that differs stays separate (provenance is unchanged). The
 first member called with an input computes the whole product; a sibling called with the very same
 tensor takes its slice; any other input (a hook that replaced it, cross-attention) is computed
-alone, so hooks keep seeing and changing exactly what they did.
+alone, so hooks keep seeing and changing exactly what they did. One case is not seen: a forward
+pre-hook on a later sibling that changes the shared input *in place* (returning None) would get the
+slice computed before its change; the decoder runs under ``inference_mode``, whose tensors keep no
+version counter to detect it. Such a hook should return a new tensor (as OWMI's hooks do).
 
 Cost: one more copy of the linear weights (0.5 GB for the embedded model), held once per model.
 Off when that copy would exceed a quarter of the available memory, off on GPUs, for non-float32
