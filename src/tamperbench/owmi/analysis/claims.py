@@ -88,12 +88,9 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
         level = 0
     elif exceeds_sham:
         ctrl_ok = _above(rnd and rnd["ci"]) is True and _above(obs and obs["ci"]) is True
-        if not ctrl_ok:
-            level = 3
-        elif not (kp_ok and pr_ok and m0_ok):
-            level = 4
-        else:
-            level = 4  # reconstruction is never scored here, so level 5 cannot be reached
+        # level 5 also needs reconstruction to beat the observer bound, which is never scored here: so
+        # the controls decide between 3 and 4, whatever the anchors and m0 say
+        level = 4 if ctrl_ok else 3
     elif kp_ok is not True or pr_ok is not True:
         level = 1
     else:
