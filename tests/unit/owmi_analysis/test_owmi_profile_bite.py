@@ -1,0 +1,158 @@
+"""How ``score_runs`` (owmi/analysis/profile.py) wires the cells, BH, anchors, pools and variance.
+
+Why: the estimators are tested in ``tamperbench.stats`` and ``score.py``; this module decides which
+rows each estimator sees and which anchor a cell's claim reads. A probe anchor of another site, a
+known-positive of another model, a pool of the wrong model or a BH q-value on the wrong cell
+would each publish a wrong verdict while every estimator stays correct. Expected values: BH from
+statsmodels, rho by hand (Eq. 15: margin / m_probe), the pools and variance inputs grouped here by
+hand from the records written, then passed to the estimators. Pure apart from one DuckDB run
+directory written with the real RunStore; no model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pydantic import BaseModel
+
+from tamperbench.owmi.analysis.claims import claim
+from tamperbench.owmi.analysis.decay import decay_contrasts
+from tamperbench.owmi.analysis.profile import _anchor_for, score_runs
+from tamperbench.owmi.analysis.score import detection_entry, load_runs, variance_entry
+from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
+from tamperbench.store import RunStore
+from tamperbench.store.run_store import trial_key
+
+REV = {"m": "revmmmmmmmmmmmmmmmmmm", "m2": "rev2222222222222222"}
+N_BOOT, SEED = 40, 3
+
+
+class _Spec(BaseModel):
+    name: str = "profile bite"
+
+
+def _records():
+    rng = np.random.default_rng(11)
+    out = []
+    for model, sites in (("m", ("resid_post.3", "resid_post.5")), ("m2", ("resid_post.3",))):
+        for site in sites:
+            for i in range(6):
+                for seed in (0, 1):
+                    pid = f"{model}-{site}-{i}-{seed}"
+                    for cond, p in (("intervention", 0.8 if site.endswith("3") else 0.5), ("sham", 0.3),
+                                    ("random_unit", 0.3), ("observer", 0.4)):
+                        det = bool(rng.random() < p)
+                        out.append(OwmiRun(
+                            key=trial_key([pid, cond]), pair_id=pid, cell_id="c", model=model,
+                            model_revision=REV[model], dtype="float32", quantized=False, temperature=0.0, top_p=1.0,
+                            max_new_tokens=8, benchmark="b", domain="knowledge" if i % 2 else "arithmetic",
+                            item_id=f"item{i}", item_provenance="{}", object_kind="resid_post", site=site, layer=3,
+                            operator="add", dose=4.0, positions="task", when="prefill", seed=seed, condition=cond,
+                            hook_scope="active", track="A", probe_family="detection", probe_text="p",
+                            observer_tier=1 if cond == "observer" else None, prompt_text="t", prompt_ids=[1],
+                            intervened_positions=[], response="{}", finish_reason="stop", parse_ok=True, detected=det,
+                            graded=round((0.6 if det else 0.0) + 0.4 * rng.random(), 3)))
+    # a localization probe: a cell with a confidence entry but no detection entry
+    out.append(out[0].model_copy(update={"key": trial_key(["loc"]), "probe_family": "localization",
+                                         "pair_id": "loc"}))
+    # a run another tool wrote without its prompt text: excluded and listed, never analysed
+    out.append(OwmiRun.model_construct(**{**out[1].model_dump(), "key": trial_key(["bad"]), "prompt_text": ""}))
+    return out
+
+
+ANCHORS = [  # saved through the real anchor store, one anchor run directory each, read back in this order
+    {"kind": "probe", "model": "m", "provenance_id": "other-weights", "site": "resid_post.3", "layer": 3, "m_probe": 0.9,
+     "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "by model name"},
+    {"kind": "probe", "model": "renamed", "provenance_id": REV["m"], "site": "resid_post.3", "layer": 3, "m_probe": 0.4,
+     "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "by provenance, later"},
+    {"kind": "probe", "model": "m", "provenance_id": REV["m"], "site": "resid_post.9", "layer": 9, "m_probe": 0.2,
+     "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "other site"},
+    {"kind": "known_positive", "model": "m", "provenance_id": "x", "site": "resid_post.5", "layer": 5, "passes": True,
+     "dprime": {"estimate": 3.0}, "auroc": {"estimate": 0.99}, "tag": "kp m"},
+    {"kind": "known_positive", "model": "zz", "provenance_id": "y", "site": "resid_post.3", "layer": 3, "passes": False,
+     "dprime": {"estimate": 0.1}, "auroc": {"estimate": 0.5}, "tag": "kp other model"},
+]
+
+
+def test_anchor_for_matches_kind_model_or_weights_and_site_and_takes_the_last():
+    row = {"model": "m", "model_revision": REV["m"]}
+    assert _anchor_for(ANCHORS, "probe", row, "resid_post.3")["tag"] == "by provenance, later"
+    assert _anchor_for(ANCHORS[:1], "probe", row, "resid_post.3")["tag"] == "by model name"
+    assert _anchor_for(ANCHORS, "probe", row, "resid_post.9")["tag"] == "other site"
+    assert _anchor_for(ANCHORS, "probe", row, "resid_post.4") is None
+    assert _anchor_for(ANCHORS, "known_positive", row, None)["tag"] == "kp m"  # any site when none is asked
+    assert _anchor_for(ANCHORS, "probe", row, None)["tag"] == "other site"
+    assert _anchor_for(ANCHORS, "known_positive", {"model": "m2", "model_revision": REV["m2"]}, None) is None
+    assert _anchor_for(ANCHORS, "probe", {"model": "renamed", "model_revision": "nope"}, "resid_post.3")["tag"] == \
+        "by provenance, later"
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    from tamperbench.owmi.analysis.anchor_store import save_anchor
+
+    tmp = tmp_path_factory.mktemp("profile")
+    store = RunStore.open(tmp / "run", _Spec())
+    store.ensure_table(RUNS_TABLE, OwmiRun)
+    store.write(RUNS_TABLE, _records())
+    store.close()
+    paths = [tmp / "run"] + [save_anchor(tmp / f"anchor{i}", _Spec(name=a["tag"]), a) for i, a in enumerate(ANCHORS)]
+    result = score_runs(paths, n_boot=N_BOOT, seed=SEED, dose_boot=0, decay_level=0.8)
+    rows, _, excluded = load_runs([tmp / "run"])
+    return result, rows, excluded, paths
+
+
+def test_cells_bh_claims_and_rho(scored):
+    from statsmodels.stats.multitest import multipletests
+
+    result, rows, excluded, paths = scored
+    assert result["runs"] == list(map(str, paths)) and result["n_rows"] == len(rows) == len(_records()) - 1
+    assert result["excluded_runs"] == excluded and excluded[0]["missing"] == ["prompt_text"]
+    assert result["anchors"] == ANCHORS
+    cells = result["cells"]
+    loc = [c for c in cells if c["cell"]["probe_family"] == "localization"]
+    assert len(loc) == 1 and "detection" not in loc[0] and "claim" not in loc[0] and loc[0]["runs"] == 1
+    det = [c for c in cells if c["cell"]["probe_family"] == "detection"]
+    assert [(c["cell"]["model"], c["cell"]["site"], c["runs"]) for c in det] == [
+        ("m", "resid_post.3", 48), ("m", "resid_post.5", 48), ("m2", "resid_post.3", 48)]
+    p = [c["detection"]["complete"]["p_value"] for c in det]
+    reject, q, _, _ = multipletests(p, alpha=0.05, method="fdr_bh")
+    assert [c["detection"]["complete"]["bh_q"] for c in det] == pytest.approx(list(q))
+    assert [c["detection"]["complete"]["bh_reject"] for c in det] == list(reject)
+    assert result["bh"]["q"] == pytest.approx(list(q))
+    probe3, kp = ANCHORS[1], ANCHORS[3]
+    for c, probe, known in zip(det, (probe3, None, None), (kp, kp, None)):
+        comp = c["detection"]["complete"]
+        assert c["claim"] == claim(c["detection"], probe=probe, known_positive=known, ladder=None,
+                                   bh_reject=comp["bh_reject"])
+    comp = det[0]["detection"]["complete"]
+    rho = det[0]["rho"]
+    assert rho["rho"] == pytest.approx(comp["margin"] / 0.4)
+    assert rho["ci"] == pytest.approx((comp["margin_ci"][0] / 0.4, comp["margin_ci"][1] / 0.4))
+    assert det[1]["rho"] is None and det[2]["rho"] is None
+
+
+def test_pools_variance_and_decay(scored):
+    result, rows, _, _ = scored
+    det_rows = [r for r in rows if r["probe_family"] == "detection"]
+    by = {m: [r for r in det_rows if r["model"] == m] for m in ("m", "m2")}
+    assert [p["pool"] for p in result["pooled"]] == [
+        "m [revmmmmmmmmm, float32] all detection cells", "m2 [rev222222222, float32] all detection cells",
+        "all models (mixed precision pooled only if dtypes agree)"]
+    for pool, rs in zip(result["pooled"], (by["m"], by["m2"], det_rows)):
+        assert {k: v for k, v in pool.items() if k != "pool"} == detection_entry(rs, N_BOOT, SEED)
+    # variance: one graded margin s = g_int - g_sham per complete pair, with its domain, site, item, seed
+    pairs = {}
+    for m, rs in by.items():
+        ints = {r["pair_id"]: r for r in rs if r["condition"] == "intervention"}
+        shams = {r["pair_id"]: r for r in rs if r["condition"] == "sham"}
+        pairs[m] = [{"s": ints[k]["graded"] - shams[k]["graded"], "domain": ints[k]["domain"],
+                     "object": ints[k]["site"], "item": ints[k]["item_id"], "seed": ints[k]["seed"]}
+                    for k in sorted(ints)]
+    got = result["variance"]
+    assert got["m2"] == {"estimable": False, "pairs": 12,
+                         "reason": "needs >= 2 domains, >= 2 objects and >= 8 complete pairs"}
+    want = variance_entry({"m": pairs["m"]})["m"]
+    assert got["m"]["estimable"] is True and got["m"]["pairs"] == 24
+    assert got["m"] == want
+    assert result["decay"] == decay_contrasts(rows, n_boot=N_BOOT, seed=SEED, level=0.8)
