@@ -49,20 +49,26 @@ class RayExecutor:
         self.cpus, self.gpus, self.runtime_env = cpus_per_worker, gpus_per_worker, runtime_env
         self.actors: list = []
 
+    def init_kwargs(self) -> dict[str, Any]:
+        """What ``ray.init`` is given: the cluster's address, or for a local instance its CPU count
+        (workers x CPUs per worker, at least 1); dashboard and worker log forwarding off; the job-level
+        ``runtime_env`` as given."""
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                  "runtime_env": self.runtime_env or None}
+        if self.address:
+            kwargs["address"] = self.address
+        else:
+            kwargs["num_cpus"] = max(1, int(self.workers * self.cpus))
+        return kwargs
+
     def _init(self):
         try:
             import ray
         except ImportError:
             raise UserError("--executor ray needs the ray extra: pip install 'tamperbench[ray]'") from None
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                      "runtime_env": self.runtime_env or None}
-            if self.address:
-                kwargs["address"] = self.address
-            else:
-                kwargs["num_cpus"] = max(1, int(self.workers * self.cpus))
             try:
-                ray.init(**kwargs)
+                ray.init(**self.init_kwargs())
             except (ConnectionError, RuntimeError, ValueError) as err:
                 raise UserError(f"--address {self.address}: cannot join the Ray cluster ({err})") from None
         return ray

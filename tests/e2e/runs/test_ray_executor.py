@@ -1,6 +1,10 @@
 """The Ray executor on a real local Ray cluster with 2 CPU workers: a worker killed with SIGKILL in the
 middle of a sweep has its units rescheduled; none lost, none duplicated (keys counted in the store).
 
+The instance is started by ``RayExecutor`` itself without an address (the local path, in a helper
+process begun at collection: tests/e2e/runs/conftest.py) and the test's executor joins it by
+``--address``, as a cluster user would.
+
 The worker is a small module written here (units sleep, then return a record with the worker's pid),
 because the property under test is the executor's, not a suite's. Nothing is mocked: real Ray actors
 in real processes, the real store and commit loop.
@@ -52,11 +56,14 @@ class _Spec(BaseModel):
 
 
 @pytest.fixture
-def toy_module(tmp_path):
-    (tmp_path / "toy_ray_worker.py").write_text(TOY)
-    sys.path.insert(0, str(tmp_path))
-    yield tmp_path
-    sys.path.remove(str(tmp_path))
+def toy_module(ray_head):
+    """The worker module, written where the instance's workers import from (its PYTHONPATH)."""
+    address, cpus, code_dir = ray_head
+    (code_dir / "toy_ray_worker.py").write_text(TOY)
+    sys.path.insert(0, str(code_dir))  # the driver unpickles ToyRow too
+    yield address, cpus
+    sys.path.remove(str(code_dir))
+    sys.modules.pop("toy_ray_worker", None)
     if ray.is_initialized():
         ray.shutdown()
 
@@ -64,11 +71,14 @@ def toy_module(tmp_path):
 def test_killed_worker_units_are_rescheduled_none_lost_none_duplicated(toy_module, tmp_path):
     import toy_ray_worker
 
+    address, cpus = toy_module
+    assert cpus == 2  # the local start gave Ray workers x cpus_per_worker CPUs
+
     # 8 chunks of 2; the kill comes after 2 chunks, so at least 5 are left and the dead actor's next
     # (or current) chunk always fails over to the fresh actor. Short sleeps: Ray's start dominates.
     n = 16
     units = [WorkUnit(key=f"k{i:03d}", payload=i) for i in range(n)]
-    ex = RayExecutor(workers=2, chunk=2, runtime_env={"env_vars": {"PYTHONPATH": str(toy_module)}})
+    ex = RayExecutor(address, workers=2, chunk=2)
     worker = Worker(setup="toy_ray_worker:setup", work="toy_ray_worker:work", config=0.05)
     yielded: list[str] = []
     killed: list[int] = []
