@@ -83,3 +83,178 @@ def test_summary_line_counts_each_verdict_of_the_model():
     assert decay_summary({"cells": cells}, "absent") == \
         "temporal decay (Eq. 19): not estimable (no detection or spontaneous rows)"
     assert decay_summary(None, "m") == decay_summary({}, "m") == "temporal decay: not analysed"
+
+
+# -- the contrasts themselves, on rows built so that every number is known by hand ------------------------------
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from scipy.stats import norm  # noqa: E402
+
+from tamperbench.errors import UserError  # noqa: E402
+from tamperbench.owmi.analysis.decay import (CLAIMS, RULE, TRACK_PATHS, decay_contrasts, decay_verdict,  # noqa: E402
+                                             track_contrast, track_rows)
+
+
+def rec(track, item, cond, det, graded=None, *, seed=0, parse_ok=True, scope="active", family=None):
+    pid = f"{track}-{item}-{seed}-{scope}"
+    c = track == "C"
+    return dict(key=f"{pid}-{cond}", pair_id=pid, model="m", model_revision="rev", dtype="float32", benchmark="b",
+                site="resid_post.1", operator="add", dose=8.0, hook_scope=scope, track=track,
+                probe_family=family or ("spontaneous" if c else "detection"), condition=cond, item_id=f"item{item:02d}",
+                seed=seed, parse_ok=parse_ok, detected=None if c else det, graded=None if c else graded,
+                rubric_flag=det if c else None, run="r1")
+
+
+def same_items(track, n, int_det, int_g, sham_det, sham_g):
+    """n items that all hold the same pair: every bootstrap replicate gives the same margins."""
+    return [rec(track, i, cond, d, g) for i in range(n)
+            for cond, d, g in (("intervention", int_det, int_g), ("sham", sham_det, sham_g))]
+
+
+def test_constant_replicates_zero_se_and_a_one_sided_interval():
+    # A: 4 hits of 4, 0 false alarms; B: 4 hits, 4 false alarms. Scores separate in both tracks (AUROC 1).
+    a = same_items("A", 4, True, 0.9, False, 0.1)
+    b = same_items("B_delayed", 4, True, 0.9, True, 0.1)
+    c = track_contrast(track_rows(a, "A"), track_rows(b, "B_delayed"), "A", "B_delayed", n_boot=30, seed=1)
+    d_a = norm.ppf(1 - 1 / 8) - norm.ppf(1 / 8)  # rates clipped to [1/2N, 1 - 1/2N], N = 4
+    assert c["dprime"]["A"] == pytest.approx(d_a) and c["dprime"]["B_delayed"] == pytest.approx(0.0)
+    assert c["dprime"]["ci"] == pytest.approx([d_a, d_a]) and c["dprime"]["se"] == pytest.approx(0.0, abs=1e-12)
+    assert c["auroc"]["A"] == c["auroc"]["B_delayed"] == 1.0 and c["auroc"]["ci"] == [0.0, 0.0]
+    assert c["auroc"]["se"] == 0.0 and c["p_value"] == 1.0  # no spread, no difference: p = 1
+    assert c["interval_above_zero"] is False and c["positive"] is False  # d' above zero is not enough: AUROC at 0
+    assert c["rates"] == {"A": {"hit": 1.0, "false_alarm": 0.0}, "B_delayed": {"hit": 1.0, "false_alarm": 1.0}}
+    assert c["pairs"] == {"A": 4, "B_delayed": 4} and c["items_paired"] == 4
+    assert c["dprime"]["A_ci"] == pytest.approx([d_a, d_a])
+    assert c["auroc"]["B_delayed_ci"] == [1.0, 1.0]
+    # scores that separate in A only: a constant, non-zero AUROC difference with zero spread has p = 0
+    b2 = same_items("B_delayed", 4, True, 0.1, True, 0.9)
+    c2 = track_contrast(track_rows(a, "A"), track_rows(b2, "B_delayed"), "A", "B_delayed", n_boot=30, seed=1)
+    assert c2["auroc"]["diff"] == 1.0 and c2["auroc"]["se"] == 0.0 and c2["p_value"] == 0.0
+    assert c2["interval_above_zero"] is True
+
+
+def test_one_and_zero_replicates():
+    a = same_items("A", 3, True, 0.9, False, 0.1)
+    b = same_items("B_delayed", 3, True, 0.1, True, 0.9)
+    one = track_contrast(track_rows(a, "A"), track_rows(b, "B_delayed"), "A", "B_delayed", n_boot=1)
+    assert np.isnan(one["auroc"]["se"]) and one["p_value"] == 0.0  # one replicate: no SE; diff 1 != 0
+    two = track_contrast(track_rows(a, "A"), track_rows(b, "B_delayed"), "A", "B_delayed", n_boot=2)
+    assert two["auroc"]["se"] == 0.0
+    none = track_contrast(track_rows(a, "A"), track_rows(b, "B_delayed"), "A", "B_delayed", n_boot=0)
+    assert np.isnan(none["p_value"]) and np.isnan(none["auroc"]["se"]) and none["estimable"] is True
+    assert all(np.isnan(v) for v in none["dprime"]["ci"] + none["auroc"]["A_ci"])
+    assert none["interval_above_zero"] is None and none["positive"] is None
+    assert none["auroc"]["diff"] == 1.0  # the point estimates stand without replicates
+
+
+def test_defaults_are_2000_replicates_seed_0_level_95_complete_pairs():
+    rng = np.random.default_rng(0)
+    rows = [rec(t, i, cond, bool(rng.random() < 0.5), float(rng.random())) for t in ("A", "B_delayed")
+            for i in range(6) for cond in ("intervention", "sham")]
+    rows[0] = {**rows[0], "parse_ok": False, "detected": None, "graded": None}
+    d = decay_contrasts(rows)
+    assert (d["n_boot"], d["seed"], d["level"], d["coding"]) == (2000, 0, 0.95, "complete")
+    first = d["cells"][0]["contrasts"][0]  # decay_contrasts hands its (default) settings to track_contrast
+    got = track_contrast(track_rows(rows, "A"), track_rows(rows, "B_delayed"), "A", "B_delayed")
+    assert (got["dprime"], got["auroc"], got["pairs"]) == (first["dprime"], first["auroc"], {"A": 5, "B_delayed": 5})
+
+
+def test_reasons_when_a_contrast_cannot_be_estimated():
+    a = same_items("A", 3, True, 0.9, False, 0.1)
+    b = [rec("B_delayed", i, "intervention", True, 0.5) for i in range(3)]  # no shams at all
+    c = track_contrast(track_rows(a, "A"), track_rows(b, "B_delayed"), "A", "B_delayed", n_boot=5)
+    assert c["estimable"] is False and "items_paired" not in c
+    assert c["reason"] == "Track B_delayed has no complete intervention-sham pair (excluded: {'missing_sham': 3})"
+    assert c["excluded_pairs"] == {"A": {}, "B_delayed": {"missing_sham": 3}}
+    c = track_contrast([], track_rows(a, "A"), "B_delayed", "A", n_boot=5)
+    assert c["reason"] == "Track B_delayed not executed in this cell (no intervention/sham rows)"
+    other = [{**r, "item_id": "other" + r["item_id"]} for r in same_items("B_delayed", 2, True, 0.5, False, 0.4)]
+    c = track_contrast(track_rows(a, "A"), track_rows(other, "B_delayed"), "A", "B_delayed", n_boot=5)
+    assert c["reason"] == "no item has complete pairs in both Track A and Track B_delayed"
+    assert c["items_paired"] == 0 and c["items_dropped"] == {"A": 3, "B_delayed": 2}
+    assert (c["contrast"], c["tracks"]) == ("A - B_delayed", ["A", "B_delayed"])
+
+
+def test_track_rows_reads_c_through_the_rubric_flag():
+    rows = [rec("C", 0, "intervention", True), rec("C", 0, "sham", None), rec("C", 1, "random_unit", True),
+            rec("C", 2, "sham", False, parse_ok=False), rec("C", 3, "intervention", True, family="detection"),
+            rec("A", 0, "intervention", True, 0.7), rec("A", 0, "observer", True, 0.7),
+            rec("A", 1, "sham", False, 0.2, family="confidence"), rec("B_delayed", 0, "sham", False, 0.1)]
+    c = track_rows(rows, "C")
+    assert [(r["item_id"], r["condition"], r["detected"], r["graded"], r["parse_ok"]) for r in c] == [
+        ("item00", "intervention", True, None, True), ("item00", "sham", None, None, False),
+        ("item02", "sham", False, None, False)]
+    assert [(r["item_id"], r["condition"]) for r in track_rows(rows, "A")] == [("item00", "intervention")]
+    assert track_rows(rows, "A")[0] is rows[5]  # A/B rows pass through unchanged
+
+
+def _contrast(x, y, *, estimable=True, positive=True, reason=None):
+    c = {"tracks": [x, y], "estimable": estimable, "reason": reason, "positive": positive, "items_paired": 9,
+         "dprime": {"diff": 0.5, "ci": [0.125, 0.875]}, "auroc": {"diff": -0.25, "ci": [-0.5, 0.0625]}}
+    return c
+
+
+def test_verdict_words_for_every_leg_status():
+    nums = "d' diff +0.500 [+0.125, +0.875], AUROC diff -0.250 [-0.500, +0.062], 9 items"
+    v = decay_verdict([_contrast("A", "B_delayed"), _contrast("B_delayed", "C")])
+    assert v == {"level": "licensed", "claim": CLAIMS["licensed"] + " (Track C is read through the condition-blinded "
+                 "rubric flag, a proxy not validated against human raters (D.3))",
+                 "legs": [f"Delta_{{A-B_delayed}} positive: {nums}", f"Delta_{{B_delayed-C}} positive: {nums}"]}
+    v = decay_verdict([_contrast("A", "B_delayed", positive=False),
+                       _contrast("B_delayed", "C", estimable=False, reason="Track C not executed")])
+    assert v == {"level": "not_licensed", "claim": CLAIMS["not_licensed"],
+                 "legs": [f"Delta_{{A-B_delayed}} not positive: {nums}",
+                          "Delta_{B_delayed-C} not estimable: Track C not executed"]}
+    v = decay_verdict([_contrast("A", "B_delayed", positive=None), _contrast("B_delayed", "C", positive=False)])
+    assert v["level"] == "not_licensed" and v["legs"][0] == f"Delta_{{A-B_delayed}}: no interval ({nums})"
+    assert v["claim"].endswith("(D.3))")
+    paths = {**TRACK_PATHS, "B_delayed": {"validated": False}}
+    v = decay_verdict([_contrast("A", "B_delayed"), _contrast("B_delayed", "C", positive=False)], paths)
+    assert v["level"] == "not_licensed"
+    assert v["legs"][0] == f"Delta_{{A-B_delayed}}: path of Track B_delayed not validated by a targeted test ({nums})"
+    v = decay_verdict([_contrast("A", "B_delayed"), _contrast("B_delayed", "C")], {"A": {"validated": True}})
+    assert v["level"] == "not_licensed" and "path of Track B_delayed, C not validated" in v["legs"][1]
+    v = decay_verdict([_contrast("A", "B_delayed", positive=False), _contrast("B_delayed", "C")])
+    assert v["level"] == "one_leg" and v["claim"].startswith(CLAIMS["one_leg"].format(x="B_delayed", y="C"))
+    # secondary contrasts never enter, and an all-not-estimable cell says so without the Track C caveat
+    v = decay_verdict([_contrast("A", "B_masked"), _contrast("A", "B_delayed", estimable=False, reason="r"),
+                       _contrast("B_delayed", "C", estimable=False, reason="s")])
+    assert v == {"level": "not_estimable", "claim": CLAIMS["not_estimable"],
+                 "legs": ["Delta_{A-B_delayed} not estimable: r", "Delta_{B_delayed-C} not estimable: s"]}
+    assert decay_verdict([_contrast("A", "B_masked")])["level"] == "not_estimable"
+
+
+def test_cell_record_roles_fdr_and_unknown_track_message():
+    rng = np.random.default_rng(1)
+    rows = []
+    for t in ("A", "B_delayed", "B_visible"):
+        rows += [rec(t, i, cond, bool(rng.random() < p), float(rng.random())) for i in range(8)
+                 for cond, p in (("intervention", 0.7), ("sham", 0.3))]
+    rows.append(rec("A", 0, "intervention", True, 0.5, family="confidence"))  # not a detection report: no cell
+    d = decay_contrasts(rows, n_boot=50, seed=2, level=0.8)
+    assert (d["rule"], d["track_paths"]) == (RULE, TRACK_PATHS)
+    assert d["fdr"] == ("Benjamini-Hochberg at alpha 0.2 over the Eq. 19 contrasts of every cell (AUROC difference, "
+                        "normal p from the bootstrap SE)")
+    (cell,) = d["cells"]
+    assert cell["cell"] == {"model": "m", "model_revision": "rev", "dtype": "float32", "benchmark": "b",
+                            "site": "resid_post.1", "operator": "add", "dose": 8.0, "hook_scope": "active"}
+    assert [(c["contrast"], c["role"]) for c in cell["contrasts"]] == [
+        ("A - B_delayed", "primary (Eq. 19)"), ("B_delayed - C", "primary (Eq. 19)"),
+        ("A - B_visible", "secondary: immediate-path context, not delay")]
+    ab, bc, av = cell["contrasts"]
+    assert bc["inclusive"] == {"estimable": False, "reason": bc["reason"]} and "bh_q" not in bc
+    # one estimable primary contrast: BH over a family of one leaves p unchanged; the secondary row takes no BH
+    assert ab["bh_q"] == pytest.approx(ab["p_value"]) and "bh_q" not in av
+    assert ab["bh_reject"] is bool(ab["p_value"] <= 0.2)
+    assert ab["positive"] is bool(ab["interval_above_zero"] and ab["bh_reject"])
+    assert av["positive"] is av["interval_above_zero"]
+    inc = ab["inclusive"]
+    assert inc["estimable"] is True and (inc["items_paired"], inc["pairs"]) == (8, {"A": 8, "B_delayed": 8})
+    assert inc["dprime_diff"] == pytest.approx(ab["dprime"]["diff"]) and inc["auroc_ci"] == pytest.approx(ab["auroc"]["ci"])
+    bad = {**rows[0], "track": "D", "key": None, "pair_id": "pX"}
+    del bad["run"]
+    with pytest.raises(UserError) as err:
+        decay_contrasts([bad], n_boot=5)
+    assert str(err.value) == ("track: record pX in the runs has unknown track 'D' (expected one of A, B_visible, "
+                              "B_masked, B_delayed, C)")
