@@ -261,6 +261,17 @@ EQUIVALENT += [
     *[(_D, "x_zero_dose_margin", n, _SYM) for n in ("expit(b0 + b1 - b)", "- expit(b0 - b))")],
 ]
 
+# OWMI analysis (issue 17: OWMI statistics as they land), each checked by reading the code path the mutant changes.
+_O = "src/tamperbench/owmi/"
+EQUIVALENT += [
+    (_O + "observer_classifier.py", "x_classifier_rows", '[2 if x["condition"] == "intervention" else 0',
+     "scikit-learn sorts the class labels: column 1 of predict_proba is the intervention class whether it is 1 or 2"),
+    (_O + "observer_classifier.py", "x_classifier_rows", "TfidfVectorizer(ngram_range=(1, 2), )",
+     "min_df=1 is TfidfVectorizer's default"),
+    (_O + "observer_classifier.py", "x_classifier_rows", "LogisticRegression(max_iter=1001)",
+     "L-BFGS converges on these TF-IDF fits in far fewer than 1,000 iterations: the cap is never reached"),
+]
+
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)
 TIMEOUT = {36, -24, 24, 152, 255}
 

@@ -130,3 +130,17 @@ def test_stored_rows_are_not_redone_and_one_class_gives_no_row():
     assert sorted(r.pair_id for r in again) == sorted(r.pair_id for r in out[1:])
     shams_only = [r for r in BASE if r["condition"] == "sham"] + [BASE[0]]
     assert classifier_rows(shams_only) == []  # the training set of i0 holds shams only
+
+
+def test_a_pair_without_training_data_does_not_stop_the_others():
+    # model "other" comes first and has one item only (no row); model m's pairs after it are still scored
+    lone = [_row("o0", "intervention", "ocean sea", model="other"), _row("o0", "sham", "Paris", model="other")]
+    assert sorted(r.pair_id for r in classifier_rows(lone + BASE)) == sorted(r.pair_id for r in classifier_rows(BASE))
+
+
+def test_observer_row_gets_its_own_creation_time_and_needs_none_stored():
+    old = {**BASE[0], "created_at": "2000-01-01T00:00:00+00:00"}
+    (row,) = [r for r in classifier_rows([old, *BASE[1:]]) if r.pair_id == old["pair_id"]]
+    assert row.created_at > "2001"  # a fresh time, not the intervention run's
+    bare = [{k: v for k, v in r.items() if k != "created_at"} for r in BASE]  # rows written by another tool
+    assert len(classifier_rows(bare)) == 4
