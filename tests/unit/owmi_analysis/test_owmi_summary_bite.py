@@ -185,3 +185,17 @@ def test_not_an_owmi_run_is_refused_naming_the_directory(tmp_path):
     store.close()
     with pytest.raises(UserError, match="not an OWMI run"):
         render(tmp_path / "empty", _console())
+
+
+def test_summary_reads_a_run_whose_writer_lock_is_held(run):
+    """A summary is a reader: it must not need (or take) the run's writer lock, which a running
+    ``owmi run`` holds (here: this test holds the lock file's flock, as the writer process would)."""
+    import fcntl
+    import os
+
+    fd = os.open(run / ".lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert len(render(run, _console())) == 6
+    finally:
+        os.close(fd)
