@@ -117,3 +117,14 @@ def test_spec_layers():
     assert ProbeSpec(layer=0).layer == 0
     assert ProbeSpec(layer=10, read_layers=[12, 10]).read_layers == [12, 10]  # the intervened layer itself is fine
     assert ProbeSpec(read_layers=[1]).read_layers == [1]  # no layer given: mid-depth, checked against the model
+
+
+def test_two_permutations_inside_the_source_band():
+    # pure noise (seed 0): both label-shuffled margins lie within 0.1 of zero and differ, so the source's
+    # released rule passes and the null SD (ddof 1 over two values) is positive
+    rng = np.random.default_rng(0)
+    xs, xi = rng.normal(size=(16, 3)), rng.normal(size=(16, 3))
+    got = fit_layer(xs, xi, np.arange(10), np.arange(10, 16), n_perm=2, quantile=0.95, seed=0)
+    _, null = _by_hand(xs, xi, np.arange(10), np.arange(10, 16), 2, 0)
+    assert np.abs(null).max() < 0.1 and got["source_rule_pass"] is True
+    assert got["null_sd"] == pytest.approx(np.std(null, ddof=1)) and got["null_sd"] > 0
