@@ -279,6 +279,7 @@ EQUIVALENT += [
     (_O + "analysis/probe.py", "x_fit_layer", "np.abs(null).max() <= 0.1)",
      "a null margin is k/n - 0.5 with k/n correctly rounded: no float k/n lies exactly 0.1 from 0.5 (0.6 and 0.4 "
      "round to 0.0999...98 away), so < and <= agree"),
+    (_O + "analysis/decay.py", "x_decay_markdown", "{_n(r['bh_q'], )}", "render._n's default is 4 digits"),
 ]
 
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)

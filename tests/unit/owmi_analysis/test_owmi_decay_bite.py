@@ -70,6 +70,11 @@ def test_markdown_section_line_by_line():
         "  - Delta_{B_delayed-C} not estimable \\| reason",
     ]
     assert decay_markdown({}) == [] and decay_markdown({"decay": None}) == []
+    # a not-estimable row first does not end the table
+    swapped = {"decay": {**RESULT["decay"], "cells": [{"cell": CELL, "contrasts": [BC, AB], "verdict": VERDICT}]}}
+    lines = decay_markdown(swapped)
+    assert lines[7].startswith("| m\\|x | bench · resid_post.3 · add@2.5 · active | B_delayed - C |")
+    assert lines[8].startswith("| m\\|x | bench · resid_post.3 · add@2.5 · active | A - B_delayed |")
 
 
 def test_summary_line_counts_each_verdict_of_the_model():
