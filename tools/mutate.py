@@ -280,6 +280,8 @@ EQUIVALENT += [
      "a null margin is k/n - 0.5 with k/n correctly rounded: no float k/n lies exactly 0.1 from 0.5 (0.6 and 0.4 "
      "round to 0.0999...98 away), so < and <= agree"),
     (_O + "analysis/decay.py", "x_decay_markdown", "{_n(r['bh_q'], )}", "render._n's default is 4 digits"),
+    (_O + "analysis/profile.py", "x_score_runs", "n_boot: int = 2001",
+     "both callers (owmi score's CLI and the report site) pass n_boot: the default is never used"),
 ]
 
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)
