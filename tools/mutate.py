@@ -274,6 +274,7 @@ EQUIVALENT += [
      "store.rows gives [] for a missing table: the guard only saves a query"),
     (_O + "summary.py", "x_render", 'f = lambda x, d=4:',
      "every call of f passes d (2, 2, 4, 3): the default is never used"),
+    (_O + "summary.py", "x_render", "f(js, 4), f(ce, ))", "f's default d is 3, the digits the call passed"),
     (_O + "analysis/probe.py", "x_fit_layer", "LogisticRegression(max_iter=2001)",
      "the standardised probe fits converge in far fewer than 2,000 iterations: the cap is never reached"),
     (_O + "analysis/probe.py", "x_fit_layer", "np.abs(null).max() <= 0.1)",
@@ -282,6 +283,8 @@ EQUIVALENT += [
     (_O + "analysis/decay.py", "x_decay_markdown", "{_n(r['bh_q'], )}", "render._n's default is 4 digits"),
     (_O + "analysis/profile.py", "x_score_runs", "n_boot: int = 2001",
      "both callers (owmi score's CLI and the report site) pass n_boot: the default is never used"),
+    (_O + "analysis/profile.py", "x_score_runs", '["p_value"] is not None) or True',
+     "benjamini_hochberg reads its p-values with np.asarray(dtype=float), which turns None into NaN: the same input"),
 ]
 
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)

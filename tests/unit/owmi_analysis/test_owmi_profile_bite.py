@@ -115,6 +115,13 @@ def test_cells_bh_claims_and_rho(scored):
     det = [c for c in cells if c["cell"]["probe_family"] == "detection"]
     assert [(c["cell"]["model"], c["cell"]["site"], c["runs"]) for c in det] == [
         ("m", "resid_post.3", 48), ("m", "resid_post.5", 48), ("m2", "resid_post.3", 48)]
+    for c in det:  # each cell's entry is the estimator's output on exactly that cell's rows and settings
+        rs = [r for r in rows if r["model"] == c["cell"]["model"] and r["site"] == c["cell"]["site"]
+              and r["probe_family"] == "detection"]
+        want = detection_entry(rs, N_BOOT, SEED)
+        assert {k: v for k, v in c["detection"].items() if k != "complete"} == \
+            {k: v for k, v in want.items() if k != "complete"}
+        assert {k: v for k, v in c["detection"]["complete"].items() if k not in ("bh_q", "bh_reject")} == want["complete"]
     p = [c["detection"]["complete"]["p_value"] for c in det]
     reject, q, _, _ = multipletests(p, alpha=0.05, method="fdr_bh")
     assert [c["detection"]["complete"]["bh_q"] for c in det] == pytest.approx(list(q))
