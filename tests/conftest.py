@@ -81,9 +81,30 @@ def _one_thread_per_process() -> None:
         torch.set_num_threads(1)
 
 
+def _fewer_full_collections() -> None:
+    """The fast suite keeps what collection imported out of the garbage collector's full passes.
+
+    WHY: collection imports torch, transformers, scikit-learn and the rest, ~400k objects that live
+    until the process exits, and every full (generation 2) collection walks all of them: measured in
+    the fast suite (1680 tests, load 5), 12 automatic full passes, 4.4 s of CPU. ``gc.freeze()`` moves
+    the survivors of collection to the permanent generation (never walked, never freed: they were
+    module-level anyway), and a generation-2 threshold of 100 instead of 10 lets a full pass come
+    after 100 generation-1 passes instead of 10: 2.1 s in the same run. Young garbage (generations 0
+    and 1, the cycles a test makes) is collected as before; nothing a test asserts depends on when a
+    full pass runs. The model tests (``make test``) keep Python's defaults.
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gen0, gen1, _ = gc.get_threshold()
+    gc.set_threshold(gen0, gen1, 100)
+
+
 def pytest_collection_finish(session):
     if not any(item.get_closest_marker("model") for item in session.items):
         _one_thread_per_process()
+        _fewer_full_collections()
     _build_model_cache(session)
 
 

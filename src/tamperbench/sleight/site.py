@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from pathlib import Path
 
 from tamperbench.report.site.model import Plot, RunInfo, Section
 from tamperbench.report.site.tables import Cell, LeaderTable
@@ -42,7 +43,13 @@ def _leaderboard(summaries: list[dict]) -> list[LeaderTable]:
 
 
 def _tokenizer_for(prov: dict):
-    """The run's tokenizer from its recorded local path, for per-token colouring; None when gone."""
+    """The run's tokenizer from its recorded local path, for per-token colouring; None when gone.
+
+    A path that is no longer a directory is None before transformers' tokenizer machinery is imported
+    (~0.4 s) and before ``from_pretrained`` could read the string as a hub repository id."""
+    path = prov.get("resolved_path")
+    if not path or not Path(path).is_dir():
+        return None
     try:
         from transformers import AutoTokenizer
 

@@ -271,15 +271,24 @@ def test_run_into_an_unwritable_place_fails_before_loading_the_model(tmp_path, s
     assert listing(tmp_path) == before  # nothing cached: the model was never loaded
 
 
-def test_debug_shows_the_traceback_of_a_bug(tmp_path):
-    """A real bug (here: a report section that raises) is one line and exit 1; --debug gives its traceback."""
+def test_debug_shows_the_traceback_of_a_bug(tmp_path, tb_inprocess, monkeypatch):
+    """A real bug (here: a command that raises) is one line and exit 1; --debug gives its traceback.
+
+    The plain case runs the entry point in-process; the two debug cases need the interpreter itself
+    (the bug is re-raised and Python prints the traceback and exits 1)."""
+    import tamperbench.cli as cli
+
+    monkeypatch.setattr(cli.app, "registered_commands", list(cli.app.registered_commands))  # 'boom' goes after
+    cli.app.command("boom")(lambda: 1 / 0)
+    plain = tb_inprocess("boom")
+    assert plain.returncode == 1 and len(plain.stderr.strip().splitlines()) == 1, plain.stderr
+    assert "internal error (ZeroDivisionError" in plain.stderr and "--debug" in plain.stderr
+    assert "Traceback" not in plain.stderr
     (tmp_path / "cwd").mkdir()
     code = ("import sys; import tamperbench.cli as c; "
             "c.app.command('boom')(lambda: 1 / 0); sys.argv = ['tamperbench', *sys.argv[1:]]; c.main()")
     env = dict(os.environ)
-    plain = subprocess.run([sys.executable, "-c", code, "boom"], capture_output=True, text=True, env=env)
-    assert plain.returncode == 1 and len(plain.stderr.strip().splitlines()) == 1
-    assert "internal error (ZeroDivisionError" in plain.stderr and "--debug" in plain.stderr
+    env.pop("TAMPERBENCH_DEBUG", None)
     debug = subprocess.run([sys.executable, "-c", code, "--debug", "boom"], capture_output=True, text=True, env=env)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "ZeroDivisionError" in debug.stderr
     env["TAMPERBENCH_DEBUG"] = "1"

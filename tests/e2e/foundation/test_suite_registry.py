@@ -3,9 +3,9 @@
 Registered only through ``TAMPERBENCH_SUITES`` (no edit to core files, no reinstall): it must be
 listed by ``tamperbench --help``, run by ``tamperbench run SPEC.json`` into a real DuckDB store,
 printed by its own table renderer and rendered by ``tamperbench report``. Real subprocess CLI for
-the help, the sub-app (mounted when ``tamperbench.cli`` is imported) and the report; ``run`` and the two
-refusals of a spec file run the same entry point in-process (``tb_inprocess``), where the registry reads
-the variable per call (``tamperbench run`` keeps its subprocess test in test_cli_errors.py).
+the help and the sub-app (both mounted when ``tamperbench.cli`` is imported); ``run``, ``report`` and the
+two refusals of a spec file run the same entry point in-process (``tb_inprocess``), where the registry
+reads the variable per call (``tamperbench run`` keeps its subprocess test in test_cli_errors.py).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def test_toy_suite_in_help_run_and_report(tmp_path, toy_inprocess):
         assert con.execute('SELECT count(*), sum(square) FROM "toy_rows"').fetchone() == (4, 14)
     assert json.loads((tmp_path / "run" / "spec.json").read_text()) == {"suite": "toy", "n": 4}
 
-    rep = _cli(tmp_path, "report", str(tmp_path / "run"), "--out", str(tmp_path / "report"))
+    rep = toy_inprocess("report", str(tmp_path / "run"), "--out", str(tmp_path / "report"))
     assert rep.returncode == 0, rep.stderr
     page = (tmp_path / "report" / "index.html").read_text()
     assert "<h2>Toy suite</h2>" in page and "Toy rows stored" in page
