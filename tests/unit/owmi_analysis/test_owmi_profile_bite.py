@@ -18,13 +18,13 @@ from pydantic import BaseModel
 from tamperbench.owmi.analysis.claims import claim
 from tamperbench.owmi.analysis.decay import decay_contrasts
 from tamperbench.owmi.analysis.profile import _anchor_for, score_runs
-from tamperbench.owmi.analysis.score import detection_entry, ladder_entry, load_runs, variance_entry
+from tamperbench.owmi.analysis.score import detection_entry, load_runs, variance_entry
 from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
 from tamperbench.store import RunStore
 from tamperbench.store.run_store import trial_key
 
 REV = {"m": "revmmmmmmmmmmmmmmmmmm", "m2": "rev2222222222222222"}
-N_BOOT, DOSE_BOOT, SEED = 40, 2, 0  # seed and decay level left to their defaults (0, 0.95), as the report site does
+N_BOOT, SEED = 40, 0  # seed and decay level left to their defaults (0, 0.95), as the report site does
 
 
 class _Spec(BaseModel):
@@ -34,25 +34,24 @@ class _Spec(BaseModel):
 def _records():
     rng = np.random.default_rng(11)
     out = []
-    # m: two sites at one dose (variance across objects); m2: one site at two doses (a dose ladder)
-    for model, site, dose in (("m", "resid_post.3", 4.0), ("m", "resid_post.5", 4.0), ("m2", "resid_post.3", 4.0),
-                              ("m2", "resid_post.3", 8.0)):
-        for i in range(6):
-            for seed in (0, 1):
-                pid = f"{model}-{site}-{dose}-{i}-{seed}"
-                for cond, p in (("intervention", 0.8 if site.endswith("3") else 0.5), ("sham", 0.3),
-                                ("random_unit", 0.3), ("observer", 0.4)):
-                    det = bool(rng.random() < p)
-                    out.append(OwmiRun(
-                        key=trial_key([pid, cond]), pair_id=pid, cell_id="c", model=model,
-                        model_revision=REV[model], dtype="float32", quantized=False, temperature=0.0, top_p=1.0,
-                        max_new_tokens=8, benchmark="b", domain="knowledge" if i % 2 else "arithmetic",
-                        item_id=f"item{i}", item_provenance="{}", object_kind="resid_post", site=site, layer=3,
-                        operator="add", dose=dose, positions="task", when="prefill", seed=seed, condition=cond,
-                        hook_scope="active", track="A", probe_family="detection", probe_text="p",
-                        observer_tier=1 if cond == "observer" else None, prompt_text="t", prompt_ids=[1],
-                        intervened_positions=[], response="{}", finish_reason="stop", parse_ok=True, detected=det,
-                        graded=round((0.6 if det else 0.0) + 0.4 * rng.random(), 3)))
+    for model, sites in (("m", ("resid_post.3", "resid_post.5")), ("m2", ("resid_post.3",))):
+        for site in sites:
+            for i in range(6):
+                for seed in (0, 1):
+                    pid = f"{model}-{site}-{i}-{seed}"
+                    for cond, p in (("intervention", 0.8 if site.endswith("3") else 0.5), ("sham", 0.3),
+                                    ("random_unit", 0.3), ("observer", 0.4)):
+                        det = bool(rng.random() < p)
+                        out.append(OwmiRun(
+                            key=trial_key([pid, cond]), pair_id=pid, cell_id="c", model=model,
+                            model_revision=REV[model], dtype="float32", quantized=False, temperature=0.0, top_p=1.0,
+                            max_new_tokens=8, benchmark="b", domain="knowledge" if i % 2 else "arithmetic",
+                            item_id=f"item{i}", item_provenance="{}", object_kind="resid_post", site=site, layer=3,
+                            operator="add", dose=4.0, positions="task", when="prefill", seed=seed, condition=cond,
+                            hook_scope="active", track="A", probe_family="detection", probe_text="p",
+                            observer_tier=1 if cond == "observer" else None, prompt_text="t", prompt_ids=[1],
+                            intervened_positions=[], response="{}", finish_reason="stop", parse_ok=True, detected=det,
+                            graded=round((0.6 if det else 0.0) + 0.4 * rng.random(), 3)))
     # a localization probe: a cell with a confidence entry but no detection entry
     out.append(out[0].model_copy(update={"key": trial_key(["loc"]), "probe_family": "localization",
                                          "pair_id": "loc"}))
@@ -88,22 +87,6 @@ def test_anchor_for_matches_kind_model_or_weights_and_site_and_takes_the_last():
         "by provenance, later"
 
 
-def _close(a, b, path="ladder"):
-    """Nested equality, floats to a relative 1e-5."""
-    if isinstance(a, dict):
-        assert set(a) == set(b), path
-        for k in a:
-            _close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            _close(x, y, f"{path}[{i}]")
-    elif isinstance(a, float):
-        assert a == pytest.approx(b, rel=1e-5, abs=1e-9, nan_ok=True), path
-    else:
-        assert a == b, path
-
-
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory):
     from tamperbench.owmi.analysis.anchor_store import save_anchor
@@ -113,8 +96,9 @@ def scored(tmp_path_factory):
     store.ensure_table(RUNS_TABLE, OwmiRun)
     store.write(RUNS_TABLE, _records())
     store.close()
-    paths = [tmp / "run"] + [save_anchor(tmp / f"anchor{i}", _Spec(name=a["tag"]), a) for i, a in enumerate(ANCHORS)]
-    result = score_runs(paths, n_boot=N_BOOT, dose_boot=DOSE_BOOT)
+    # the probe matched by weights and the known-positive matched by name (the other anchors' cases: above)
+    paths = [tmp / "run"] + [save_anchor(tmp / f"anchor{i}", _Spec(name=ANCHORS[i]["tag"]), ANCHORS[i]) for i in (1, 3)]
+    result = score_runs(paths, n_boot=N_BOOT, dose_boot=0)
     rows, _, excluded = load_runs([tmp / "run"])
     return result, rows, excluded, paths
 
@@ -125,16 +109,16 @@ def test_cells_bh_claims_and_rho(scored):
     result, rows, excluded, paths = scored
     assert result["runs"] == list(map(str, paths)) and result["n_rows"] == len(rows) == len(_records()) - 1
     assert result["excluded_runs"] == excluded and excluded[0]["missing"] == ["prompt_text"]
-    assert result["anchors"] == ANCHORS
+    assert result["anchors"] == [ANCHORS[1], ANCHORS[3]]
     cells = result["cells"]
     loc = [c for c in cells if c["cell"]["probe_family"] == "localization"]
     assert len(loc) == 1 and "detection" not in loc[0] and "claim" not in loc[0] and loc[0]["runs"] == 1
     det = [c for c in cells if c["cell"]["probe_family"] == "detection"]
     assert [(c["cell"]["model"], c["cell"]["site"], c["runs"]) for c in det] == [
-        ("m", "resid_post.3", 48), ("m", "resid_post.5", 48), ("m2", "resid_post.3", 48), ("m2", "resid_post.3", 48)]
+        ("m", "resid_post.3", 48), ("m", "resid_post.5", 48), ("m2", "resid_post.3", 48)]
     for c in det:  # each cell's entry is the estimator's output on exactly that cell's rows and settings
         rs = [r for r in rows if r["model"] == c["cell"]["model"] and r["site"] == c["cell"]["site"]
-              and r["dose"] == c["cell"]["dose"] and r["probe_family"] == "detection"]
+              and r["probe_family"] == "detection"]
         want = detection_entry(rs, N_BOOT, SEED)
         assert {k: v for k, v in c["detection"].items() if k != "complete"} == \
             {k: v for k, v in want.items() if k != "complete"}
@@ -145,21 +129,15 @@ def test_cells_bh_claims_and_rho(scored):
     assert [c["detection"]["complete"]["bh_reject"] for c in det] == list(reject)
     assert result["bh"]["q"] == pytest.approx(list(q))
     probe3, kp = ANCHORS[1], ANCHORS[3]
-    m2_rows = [r for r in rows if r["model"] == "m2" and r["probe_family"] == "detection"]
-    ladder = {"cell": {"model": "m2", "model_revision": REV["m2"], "dtype": "float32", "benchmark": "b",
-                       "site": "resid_post.3", "operator": "add", "probe_family": "detection", "track": "A",
-                       "hook_scope": "active"}, **ladder_entry(m2_rows, DOSE_BOOT, SEED)}
-    (got_ladder,) = result["ladders"]  # m has one dose per cell: no ladder
-    _close(got_ladder, ladder)  # the dose fit is an L-BFGS-B optimum: equal to ~1e-7 between two runs
-    for c, probe, known, lad in zip(det, (probe3, None, None, None), (kp, kp, None, None), (None, None, ladder, ladder)):
+    for c, probe, known in zip(det, (probe3, None, None), (kp, kp, None)):
         comp = c["detection"]["complete"]
-        assert c["claim"] == claim(c["detection"], probe=probe, known_positive=known, ladder=lad and got_ladder,
+        assert c["claim"] == claim(c["detection"], probe=probe, known_positive=known, ladder=None,
                                    bh_reject=comp["bh_reject"])
     comp = det[0]["detection"]["complete"]
     rho = det[0]["rho"]
     assert rho["rho"] == pytest.approx(comp["margin"] / 0.4)
     assert rho["ci"] == pytest.approx((comp["margin_ci"][0] / 0.4, comp["margin_ci"][1] / 0.4))
-    assert det[1]["rho"] is None and det[2]["rho"] is None and det[3]["rho"] is None
+    assert det[1]["rho"] is None and det[2]["rho"] is None
 
 
 def test_pools_variance_and_decay(scored):
@@ -180,7 +158,7 @@ def test_pools_variance_and_decay(scored):
                      "object": ints[k]["site"], "item": ints[k]["item_id"], "seed": ints[k]["seed"]}
                     for k in sorted(ints)]
     got = result["variance"]
-    assert got["m2"] == {"estimable": False, "pairs": 24,
+    assert got["m2"] == {"estimable": False, "pairs": 12,
                          "reason": "needs >= 2 domains, >= 2 objects and >= 8 complete pairs"}
     want = variance_entry({"m": pairs["m"]})["m"]
     assert got["m"]["estimable"] is True and got["m"]["pairs"] == 24
