@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -55,11 +53,11 @@ def test_pairs_share_an_id_and_differ_only_by_condition():
     assert len({k for k, _, _ in keys}) == len(keys)
 
 
-def test_cli_bad_config_exit_2(tmp_path):
+def test_cli_bad_config_exit_2(tmp_path, tb_inprocess):
     bad = tmp_path / "c.json"
     bad.write_text(json.dumps({"objects": [{"kind": "head", "layer": 1, "head": 2}],
                                "operators": [{"name": "replace", "dose": 3}]}))
-    p = subprocess.run([sys.executable, "-m", "tamperbench.cli", "owmi", "run", "--config", str(bad), "--out",
-                        str(tmp_path / "r")], capture_output=True, text=True, cwd=REPO)
+    # the console entry point in-process (tests/conftest.py): the message and the status are the point
+    p = tb_inprocess("owmi", "run", "--config", str(bad), "--out", str(tmp_path / "r"), cwd=REPO)
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().startswith("error:") and "operators[0].dose" in p.stderr and "Traceback" not in p.stderr
