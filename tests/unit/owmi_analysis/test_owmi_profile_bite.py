@@ -100,13 +100,19 @@ def scored(tmp_path_factory):
     paths = [tmp / "run"] + [save_anchor(tmp / f"anchor{i}", _Spec(name=ANCHORS[i]["tag"]), ANCHORS[i]) for i in (1, 3)]
     result = score_runs(paths, n_boot=N_BOOT, dose_boot=0)
     rows, _, excluded = load_runs([tmp / "run"])
-    return result, rows, excluded, paths
+    store = RunStore.open(tmp / "one_model", _Spec(name="one model"))
+    store.ensure_table(RUNS_TABLE, OwmiRun)
+    store.write(RUNS_TABLE, [r for r in _records() if r.model == "m2"])
+    store.close()
+    single = score_runs([tmp / "one_model"], n_boot=5, dose_boot=0)
+    return result, rows, excluded, paths, single
 
 
-def test_cells_bh_claims_and_rho(scored):
+def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
     from statsmodels.stats.multitest import multipletests
 
-    result, rows, excluded, paths = scored
+    result, rows, excluded, paths, single = scored
+    assert [p["pool"] for p in single["pooled"]] == ["m2 [rev222222222, float32] all detection cells"]  # no all-models pool
     assert result["runs"] == list(map(str, paths)) and result["n_rows"] == len(rows) == len(_records()) - 1
     assert result["excluded_runs"] == excluded and excluded[0]["missing"] == ["prompt_text"]
     assert result["anchors"] == [ANCHORS[1], ANCHORS[3]]
@@ -139,9 +145,8 @@ def test_cells_bh_claims_and_rho(scored):
     assert rho["ci"] == pytest.approx((comp["margin_ci"][0] / 0.4, comp["margin_ci"][1] / 0.4))
     assert det[1]["rho"] is None and det[2]["rho"] is None
 
-
-def test_pools_variance_and_decay(scored):
-    result, rows, _, _ = scored
+    # -- pools, variance inputs, decay (one test with the cells: mutmut maps a module fixture's calls to the
+    # first test that uses it, so a second test would never run against a mutant of score_runs)
     det_rows = [r for r in rows if r["probe_family"] == "detection"]
     by = {m: [r for r in det_rows if r["model"] == m] for m in ("m", "m2")}
     assert [p["pool"] for p in result["pooled"]] == [
