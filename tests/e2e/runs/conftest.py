@@ -108,10 +108,15 @@ _HEAD = _Head()
 
 
 def pytest_collection_finish(session):
+    """Start the instance now when the selection is the fast suite. Under xdist, or when model tests
+    are selected too (``make test``: minutes of model tests would run beside an idle Ray instance),
+    the fixture starts it when the test needs it instead."""
     config = session.config
-    if config.option.collectonly or hasattr(config, "workerinput"):  # (xdist workers start it on demand)
+    if config.option.collectonly or hasattr(config, "workerinput"):
         return
-    if any(FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
+    items = session.items
+    if any(FIXTURE in getattr(item, "fixturenames", ()) for item in items) and not any(
+            item.get_closest_marker("model") for item in items):
         _HEAD.start()
 
 
