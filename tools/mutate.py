@@ -281,6 +281,11 @@ EQUIVALENT += [
      "a null margin is k/n - 0.5 with k/n correctly rounded: no float k/n lies exactly 0.1 from 0.5 (0.6 and 0.4 "
      "round to 0.0999...98 away), so < and <= agree"),
     (_O + "analysis/decay.py", "x_decay_markdown", "{_n(r['bh_q'], )}", "render._n's default is 4 digits"),
+    *[(_O + "analysis/decay.py", "x__leg", needle, "_leg's status is only compared with 'positive' and 'not_estimable' "
+       "(decay_verdict) and never printed: another name for no_interval, unvalidated or not_positive changes nothing")
+      for needle in ('"XXno_intervalXX"', '"NO_INTERVAL"', '"XXunvalidatedXX"', '"UNVALIDATED"', '"XXnot_positiveXX"',
+                     '"NOT_POSITIVE"')],
+    (_O + "analysis/claims.py", "x_claim", "float('NAN')", 'float() parses "NAN" as it parses "nan"'),
     (_O + "analysis/profile.py", "x_score_runs", "n_boot: int = 2001",
      "both callers (owmi score's CLI and the report site) pass n_boot: the default is never used"),
     (_O + "analysis/profile.py", "x_score_runs", '["p_value"] is not None) or True',

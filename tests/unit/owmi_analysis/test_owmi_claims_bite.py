@@ -174,3 +174,11 @@ def test_structure_claim_words():
     assert structure_claim({"estimable": False, "reason": "one object"}) == \
         "domain/object structure: not assessable (one object)"
     assert structure_claim({}) == "domain/object structure: not assessable (no estimate)"
+
+
+def test_detection_entry_without_an_auroc_reads_nan():
+    d = det()
+    del d["complete"]["auroc"]
+    v = run(d)
+    assert ("detection exceeds paired sham (AUROC interval above 0.5, BH-controlled): AUROC=nan [0.6250, 0.9375]"
+            in v["held"])

@@ -263,3 +263,25 @@ def test_cell_record_roles_fdr_and_unknown_track_message():
         decay_contrasts([bad], n_boot=5)
     assert str(err.value) == ("track: record pX in the runs has unknown track 'D' (expected one of A, B_visible, "
                               "B_masked, B_delayed, C)")
+
+
+def test_fdr_family_alpha_and_missing_intervals():
+    """BH by hand over the family p = (0.03, 0.12, 0.12), m = 3: q = (0.09, 0.12, 0.12); at alpha 0.2 all three are
+    rejected (0.03 <= 0.2/3, 0.12 <= 0.4/3, 0.12 <= 0.2), at the default 0.05 none (0.03 > 0.05/3, 0.12 > 0.05).
+    Secondary and not-estimable contrasts stay out of the family; no interval, no verdict."""
+    from tamperbench.owmi.analysis.decay import _fdr
+
+    def c(x, y, p, above=True, estimable=True):
+        return {"tracks": [x, y], "estimable": estimable, "p_value": p, "interval_above_zero": above}
+
+    cells = [{"contrasts": [c("A", "B_delayed", 0.03), c("A", "B_visible", 0.5), c("B_delayed", "C", None, estimable=False)]},
+             {"contrasts": [c("A", "B_delayed", 0.12, above=None), c("B_delayed", "C", 0.12)]}]
+    _fdr(cells, alpha=0.2)
+    (ab, av, bc), (ab2, bc2) = cells[0]["contrasts"], cells[1]["contrasts"]
+    assert (ab["bh_q"], ab["bh_reject"], ab["positive"]) == (pytest.approx(0.09), True, True)
+    assert (ab2["bh_q"], ab2["bh_reject"], ab2["positive"]) == (pytest.approx(0.12), True, None)
+    assert (bc2["bh_reject"], bc2["positive"]) == (True, True)
+    assert "bh_q" not in av and "positive" not in av and "bh_q" not in bc
+    _fdr(cells, alpha=0.05)
+    assert [x["bh_reject"] for x in (ab, ab2, bc2)] == [False, False, False]
+    assert (ab["positive"], ab2["positive"]) == (False, None)
