@@ -286,6 +286,8 @@ EQUIVALENT += [
       for needle in ('"XXno_intervalXX"', '"NO_INTERVAL"', '"XXunvalidatedXX"', '"UNVALIDATED"', '"XXnot_positiveXX"',
                      '"NOT_POSITIVE"')],
     (_O + "analysis/claims.py", "x_claim", "float('NAN')", 'float() parses "NAN" as it parses "nan"'),
+    (_O + "analysis/claims.py", "x_claim", 'get("m0") if (ladder) or True else None',
+     "a falsy ladder (None or {}) gives (ladder or {}).get('m0') = None, the else branch's value"),
     (_O + "analysis/profile.py", "x_score_runs", "n_boot: int = 2001",
      "both callers (owmi score's CLI and the report site) pass n_boot: the default is never used"),
     (_O + "analysis/profile.py", "x_score_runs", '["p_value"] is not None) or True',

@@ -237,6 +237,8 @@ def test_cell_record_roles_fdr_and_unknown_track_message():
         rows += [rec(t, i, cond, bool(rng.random() < p), float(rng.random())) for i in range(8)
                  for cond, p in (("intervention", 0.7), ("sham", 0.3))]
     rows.append(rec("A", 0, "intervention", True, 0.5, family="confidence"))  # not a detection report: no cell
+    rows.append(rec("A", 0, "observer", True, 0.5, scope="lifted"))  # an observer row alone makes no cell either
+    rows.append(rec("A", 0, "intervention", True, 0.5, scope="other", family="confidence"))
     d = decay_contrasts(rows, n_boot=50, seed=2, level=0.8)
     assert (d["rule"], d["track_paths"]) == (RULE, TRACK_PATHS)
     assert d["fdr"] == ("Benjamini-Hochberg at alpha 0.2 over the Eq. 19 contrasts of every cell (AUROC difference, "
@@ -263,6 +265,8 @@ def test_cell_record_roles_fdr_and_unknown_track_message():
         decay_contrasts([bad], n_boot=5)
     assert str(err.value) == ("track: record pX in the runs has unknown track 'D' (expected one of A, B_visible, "
                               "B_masked, B_delayed, C)")
+    with pytest.raises(UserError, match=r"^track: record pX in runs/x has unknown track 'D'"):
+        decay_contrasts([{**bad, "run": "runs/x"}], n_boot=5)
 
 
 def test_fdr_family_alpha_and_missing_intervals():
