@@ -21,6 +21,12 @@ Targets (issue 14): standard >= 3x, depth >= 8x, in full presets with the defaul
 no-reuse baseline on its first N prompts only (the depth baseline prefills 74 x ~3,200 tokens, about
 an hour on one thread): it prints the ratio measured on those N prompts and, labelled EXTRAPOLATED,
 the whole preset's from the baseline's seconds a prompt.
+
+Shared-prefix attention (models/decoding/cascade.py): with reuse, rows of one shared prefix read
+its keys once a step (``cascade``, the default) or each hold a copy of it (``copy``, the path before
+cascade attention; TAMPERBENCH_SHARED_PREFIX_ATTENTION=copy). ``--attention both`` runs the reuse
+mode under each path in the same process (both checked against the no-reuse answers); the shared
+lines name the path that ran and how many rows and groups decoded with cascade attention.
 """
 
 from __future__ import annotations
@@ -72,53 +78,79 @@ class PeakRSS:
         self.peak = max(self.peak, self._proc.memory_info().rss)
 
 
-def generate(backend, calls: list[list[str]], *, max_new_tokens: int, share: bool) -> tuple[list, float, dict, int]:
-    """One generate_chat per planned call; returns generations, seconds, summed stats, peak RSS bytes."""
+ATTENTION_ENV = "TAMPERBENCH_SHARED_PREFIX_ATTENTION"
+
+
+def generate(backend, calls: list[list[str]], *, max_new_tokens: int, share: bool,
+             attention: str | None = None) -> tuple[list, float, dict, int]:
+    """One generate_chat per planned call; returns generations, seconds, summed stats, peak RSS bytes.
+    ``attention``: the shared-prefix attention path for this run (cascade or copy; None: as set)."""
     gens, stats = [], {}
-    with PeakRSS() as mem:
-        t0 = time.perf_counter()
-        for call in calls:
-            convs = [[{"role": "user", "content": p}] for p in call]
-            gens += backend.generate_chat(convs, max_new_tokens=max_new_tokens, progress=False, share_prefix=share)
-            for k, v in backend.generation_stats.items():
-                stats[k] = max(stats.get(k, 0), v) if k == "batch_rows" else stats.get(k, 0) + v
-        seconds = time.perf_counter() - t0
+    old = os.environ.get(ATTENTION_ENV)
+    if attention is not None:
+        os.environ[ATTENTION_ENV] = attention
+    try:
+        with PeakRSS() as mem:
+            t0 = time.perf_counter()
+            for call in calls:
+                convs = [[{"role": "user", "content": p}] for p in call]
+                gens += backend.generate_chat(convs, max_new_tokens=max_new_tokens, progress=False, share_prefix=share)
+                for k, v in backend.generation_stats.items():
+                    if isinstance(v, str):  # the attention path: every call's, joined
+                        stats[k] = "+".join(sorted(set(stats.get(k, v).split("+")) | {v}))
+                    else:
+                        stats[k] = max(stats.get(k, 0), v) if k == "batch_rows" else stats.get(k, 0) + v
+            seconds = time.perf_counter() - t0
+    finally:
+        if attention is not None:
+            os.environ.pop(ATTENTION_ENV) if old is None else os.environ.__setitem__(ATTENTION_ENV, old)
     return gens, seconds, stats, mem.peak
 
 
 def _line(name: str, n: int, t: float, st: dict, peak: int) -> str:
+    path = ""
+    if st.get("shared_groups"):
+        path = (f"; attention {st.get('shared_prefix_attention', '?')} ({st.get('cascade_rows', 0)} rows in "
+                f"{st.get('cascade_groups', 0)} groups)")
     return (f"  {name}: {n:3d} prompts {t:7.1f} s ({t / n:5.2f} s a prompt); prefill {st['prefill_tokens']:6d} tokens "
             f"in {st['prefill_seconds']:6.1f} s, decode {st['decode_tokens']:5d} tokens in {st['decode_seconds']:6.1f} s; "
-            f"rows {st['batch_rows']}; peak RSS {peak / 2**30:.1f} GB")
+            f"rows {st['batch_rows']}; peak RSS {peak / 2**30:.1f} GB{path}")
 
 
 def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, alone_first: bool = False,
-          alone_prompts: int | None = None) -> tuple[float, bool]:
+          alone_prompts: int | None = None, attention: str | None = None) -> tuple[float, bool]:
     calls = planned_calls(preset, n_items, backend.max_batch_size)
     n = sum(map(len, calls))
     print(f"[{preset}] {n} prompts ({n_items or 'all'} items x 2 arms) in {len(calls)} generation calls, "
           f"{max_new_tokens} new tokens, batch cap {backend.max_batch_size}, load average {os.getloadavg()[0]:.1f}",
           flush=True)
+    paths = ["cascade", "copy"] if attention == "both" else [attention]
     if alone_prompts and alone_prompts < n:
-        return bench_subset(backend, preset, calls, max_new_tokens, alone_prompts)
+        return bench_subset(backend, preset, calls, max_new_tokens, alone_prompts, paths[0])
     if alone_first:
         alone, t_a, st_a, m_a = generate(backend, calls, max_new_tokens=max_new_tokens, share=False)
-    shared, t_s, st_s, m_s = generate(backend, calls, max_new_tokens=max_new_tokens, share=True)
+    runs = [generate(backend, calls, max_new_tokens=max_new_tokens, share=True, attention=p) for p in paths]
     if not alone_first:
         alone, t_a, st_a, m_a = generate(backend, calls, max_new_tokens=max_new_tokens, share=False)
-    same = sum(a.token_ids == b.token_ids for a, b in zip(alone, shared))
-    ratio = t_a / t_s
-    for name, t, st, peak in (("alone ", t_a, st_a, m_a), ("shared", t_s, st_s, m_s)):
-        print(_line(name, n, t, st, peak))
-    print(f"  identical answers: {same}/{n}")
+    print(_line("alone ", n, t_a, st_a, m_a))
     target = {"standard": 3, "depth": 8}.get(preset)
-    verdict = "" if target is None else f" (target >= {target}x: {'met' if ratio >= target else 'NOT met'})"
-    print(f"  ratio alone/shared: {ratio:.2f}x{verdict}; prefill tokens {st_a['prefill_tokens'] / st_s['prefill_tokens']:.1f}x "
-          f"fewer; load average {os.getloadavg()[0]:.1f}", flush=True)
-    return ratio, same == n
+    ok, first = True, None
+    for shared, t_s, st_s, m_s in runs:
+        same = sum(a.token_ids == b.token_ids for a, b in zip(alone, shared))
+        ratio = t_a / t_s
+        first = ratio if first is None else first
+        ok = ok and same == n
+        print(_line("shared", n, t_s, st_s, m_s))
+        print(f"  identical answers: {same}/{n}")
+        verdict = "" if target is None else f" (target >= {target}x: {'met' if ratio >= target else 'NOT met'})"
+        print(f"  ratio alone/shared ({st_s.get('shared_prefix_attention', '?')} attention): {ratio:.2f}x{verdict}; "
+              f"prefill tokens {st_a['prefill_tokens'] / st_s['prefill_tokens']:.1f}x fewer; load average "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
+    return first or 0.0, ok
 
 
-def bench_subset(backend, preset: str, calls: list[list[str]], max_new_tokens: int, k: int) -> tuple[float, bool]:
+def bench_subset(backend, preset: str, calls: list[list[str]], max_new_tokens: int, k: int,
+                 attention: str | None = None) -> tuple[float, bool]:
     """The whole preset with reuse; the no-reuse baseline on its first ``k`` prompts only (when the
     full baseline does not fit the time available), with reuse on the same ``k`` prompts too.
 
@@ -127,9 +159,10 @@ def bench_subset(backend, preset: str, calls: list[list[str]], max_new_tokens: i
     baseline prefills each alone, so its time grows with the prompt count)."""
     n = sum(map(len, calls))
     sub = [[p for call in calls for p in call][:k]]
-    shared, t_s, st_s, m_s = generate(backend, calls, max_new_tokens=max_new_tokens, share=True)
+    shared, t_s, st_s, m_s = generate(backend, calls, max_new_tokens=max_new_tokens, share=True, attention=attention)
     print(_line("shared, all   ", n, t_s, st_s, m_s), flush=True)
-    sub_shared, t_ks, st_ks, m_ks = generate(backend, sub, max_new_tokens=max_new_tokens, share=True)
+    sub_shared, t_ks, st_ks, m_ks = generate(backend, sub, max_new_tokens=max_new_tokens, share=True,
+                                             attention=attention)
     print(_line(f"shared, first {k}", k, t_ks, st_ks, m_ks), flush=True)
     alone, t_ka, st_ka, m_ka = generate(backend, sub, max_new_tokens=max_new_tokens, share=False)
     print(_line(f"alone, first {k} ", k, t_ka, st_ka, m_ka), flush=True)
@@ -156,6 +189,9 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--alone-first", action="store_true", help="run the no-reuse baseline first (order check)")
+    ap.add_argument("--attention", choices=["cascade", "copy", "both"], default=None,
+                    help="shared-prefix attention of the reuse run (default: as TAMPERBENCH_SHARED_PREFIX_ATTENTION "
+                         "says, cascade if unset); both: one reuse run each")
     ap.add_argument("--alone-prompts", type=int, default=None,
                     help="run the no-reuse baseline on the first N prompts only and extrapolate (labelled)")
     args = ap.parse_args()
@@ -174,7 +210,7 @@ def main() -> int:
     presets = ["standard", "depth"] if args.preset == "both" else [args.preset]
     for preset in presets:
         n = args.depth_items if preset == "depth" and args.depth_items else args.items
-        _, same = bench(backend, preset, n, args.max_new_tokens, args.alone_first, args.alone_prompts)
+        _, same = bench(backend, preset, n, args.max_new_tokens, args.alone_first, args.alone_prompts, args.attention)
         ok = ok and same
     return 0 if ok else 1
 

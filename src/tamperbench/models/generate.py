@@ -46,11 +46,18 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
     from tamperbench.models.memory import generation_batch
     from tamperbench.models.prefix_share import PrefixAdmitter
 
-    # rows sized by this call's longest prompt (memory.py): a long-prompt batch is split, not crashed
+    from tamperbench.models.decoding.cascade import cascade_mode
+
+    queue = PrefixAdmitter(None, prompts, share=share_prefix, store=prefix_store)  # plans the groups
+    # rows sized by this call's longest prompt (memory.py): a long-prompt batch is split, not crashed;
+    # with cascade attention a row holds only its part after its group's prefix, the prefixes once
+    private_len, shared_tokens = None, 0
+    if share_prefix and cascade_mode(backend.model)[0] is not None:
+        private_len, shared_tokens = queue.split_lengths()
     rows = generation_batch(backend.model, backend.device, prompt_len=max(map(len, prompts), default=1),
-                            new_tokens=max_new_tokens, cap=min(backend.max_batch_size, max(1, len(prompts))))
-    dec = backend.step_decoder(capacity=rows)
-    queue = PrefixAdmitter(dec, prompts, share=share_prefix, store=prefix_store)
+                            new_tokens=max_new_tokens, cap=min(backend.max_batch_size, max(1, len(prompts))),
+                            private_len=private_len, shared_tokens=shared_tokens)
+    dec = queue.dec = backend.step_decoder(capacity=rows)
     row_of: dict[int, int] = {}  # row id -> prompt index
     gens: dict[int, torch.Generator] = {}
     results: list[tuple[list[int], str, str] | None] = [None] * len(prompts)
@@ -105,5 +112,8 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
         "prompts": len(prompts), "prefill_tokens": queue.prefill_tokens,
         "prefill_tokens_alone": queue.prefill_tokens_alone, "prefill_seconds": queue.prefill_seconds,
         "decode_tokens": n_tokens, "decode_seconds": wall - queue.prefill_seconds, "seconds": wall,
-        "shared_groups": sum(g.prefix > 0 for g in queue.groups), "batch_rows": rows}
+        "shared_groups": sum(g.prefix > 0 for g in queue.groups), "batch_rows": rows,
+        # which attention read the shared prefixes while decoding (decoding/cascade.py), and how much
+        "shared_prefix_attention": dec.shared_prefix_attention or "copy", "cascade_rows": dec.cascade_rows,
+        "cascade_groups": dec.kv._next_gid, "cascade_steps": dec.cascade_steps}
     return results  # type: ignore[return-value]

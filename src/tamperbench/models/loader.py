@@ -102,6 +102,9 @@ def load_hf(spec: str = "embedded", *, device: str = "auto", dtype: str | None =
 
     # decided here, once per loaded model (packed_linears_for caches it), so provenance names the kernel
     kernel = "onednn-packed" if packed_linears_for(model) is not None else None
+    from tamperbench.models.decoding.cascade import cascade_mode
+
+    shared_attention, _why = cascade_mode(model)  # likewise: how shared prompt prefixes are attended
     prov = ModelProvenance(
         source=spec,
         kind=src.kind,
@@ -115,6 +118,7 @@ def load_hf(spec: str = "embedded", *, device: str = "auto", dtype: str | None =
         torch_version=torch.__version__,
         transformers_version=transformers.__version__,
         linear_kernel=kernel,
+        shared_prefix_attention=shared_attention,
         tamperbench_version=tamperbench.__version__,
         chat_template=template.label,
     )

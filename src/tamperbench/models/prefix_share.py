@@ -197,6 +197,7 @@ class _Pending:
     waiting: deque
     kv: list | None = None  # per layer (keys, values) of the prefix, batch 1
     logits: torch.Tensor | None = None
+    shared: Any = None  # the prefix as one decoding.cascade.SharedPrefix (one object: one group)
 
 
 @dataclass
@@ -245,6 +246,12 @@ class PrefixAdmitter:
             self.store.remember(self.dec.tokens(rid), [(k[None], v[None]) for k, v in
                                                        self.dec.kv.export(self.dec.by_id[rid])])
 
+    def split_lengths(self) -> tuple[int, int]:
+        """(the longest prompt part after its group's shared prefix, the shared prefixes' tokens summed):
+        what rows and groups hold under cascade attention (memory.py sizes the batch by them)."""
+        private = max((len(self.prompts[i]) - g.prefix for g in self.groups for i in g.members), default=1)
+        return private, sum(g.prefix for g in self.groups)
+
     @property
     def pending(self) -> int:
         return sum(len(p.waiting) for p in self._queue)
@@ -273,11 +280,15 @@ class PrefixAdmitter:
         if pend.kv is None:
             pend.kv = self._prefill_prefix(list(self.prompts[take[0]][:p]))
             self.prefill_tokens += p
+        if pend.shared is None:
+            from tamperbench.models.decoding.cascade import SharedPrefix
+
+            pend.shared = SharedPrefix(pend.kv)
         out: list = []
         # longest forward first: the decoder's buffers then grow once, not once per forward
         for part in reversed(split_by_length([len(self.prompts[i]) - p for i in take], prefix=p)):
             chunk = [take[k] for k in part]
-            out.extend(zip(self._extend(pend.kv, p, [list(self.prompts[i]) for i in chunk]), chunk))
+            out.extend(zip(self._extend(pend.shared, p, [list(self.prompts[i]) for i in chunk]), chunk))
             self.prefill_tokens += sum(len(self.prompts[i]) - p for i in chunk)
         return out
 
@@ -290,12 +301,14 @@ class PrefixAdmitter:
                           cache, logits_to_keep=1)
         return [(layer.keys, layer.values) for layer in cache.layers]
 
-    def _extend(self, kv: list, p: int, prompts: list[list[int]]) -> list[int]:
+    def _extend(self, shared, p: int, prompts: list[list[int]]) -> list[int]:
         """One forward of every prompt's suffix over the shared prefix cache; admits the rows.
 
         Suffixes are right-padded, so each row's real columns are one contiguous run (the prefix,
         then its suffix: a view, no gather); the padding comes after them and, causal, changes
-        nothing before it. The logits are kept at each row's last real token only."""
+        nothing before it. The logits are kept at each row's last real token only. Each row is
+        admitted as its suffix's KV over ``shared``: the decoder keeps the prefix once and reads it
+        once a step (cascade attention), or copies it into the row (decoding/cascade.py)."""
         from transformers import DynamicCache
 
         from tamperbench.models.decoding.distributions import distribution
@@ -313,15 +326,15 @@ class PrefixAdmitter:
             am[r, p:p + k] = True
         pos = torch.arange(p, p + L, device=dev).expand(m, L)
         cache = DynamicCache()
-        for li, (k, v) in enumerate(kv):
+        for li, (k, v) in enumerate(shared.kv):
             cache.update(k.expand(m, -1, -1, -1), v.expand(m, -1, -1, -1), li)
         last = torch.tensor([[k - 1] for k in lens], device=dev)  # (m, 1): each row's own last token
         logp, stats = distribution(dec._forward(ids, am, pos, cache, logits_to_keep=last)[:, -1], dec.topk)
         rids = [0] * m
         for r in sorted(range(m), key=lambda r: -lens[r]):  # longest first: later rows fit, no regrowth
             q, k = prompts[r], lens[r]
-            row_kv = [(layer.keys[r, :, :p + k], layer.values[r, :, :p + k]) for layer in cache.layers]
+            row_kv = [(layer.keys[r, :, p:p + k], layer.values[r, :, p:p + k]) for layer in cache.layers]
             st = stats.map(lambda t: t[r])  # noqa: B023
-            snap = RowSnapshot(row_kv, list(q), len(q), False, None, logp[r], logp[r], st, st, len(q))
+            snap = RowSnapshot(row_kv, list(q), len(q), False, None, logp[r], logp[r], st, st, len(q), shared)
             [rids[r]] = dec.import_rows(snap, 1)
         return rids

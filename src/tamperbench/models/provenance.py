@@ -15,7 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 
-_OMIT_IF_NONE = ("dtype", "device", "torch_version", "transformers_version", "linear_kernel")
+_OMIT_IF_NONE = ("dtype", "device", "torch_version", "transformers_version", "linear_kernel",
+                 "shared_prefix_attention")
 
 
 class ModelProvenance(BaseModel):
@@ -40,6 +41,10 @@ class ModelProvenance(BaseModel):
     # float32 (models/decoding/packed_linear.py; logits move by float32 rounding, ~1e-4), decided once
     # at load so a run's records say which numbers they hold; omitted when None (ids stay as they were)
     linear_kernel: str | None = None
+    # "cascade" where rows sharing a prompt prefix read its keys once a step, the two softmax parts
+    # merged by log-sum-exp (models/decoding/cascade.py; float32 rounding, not bitwise SDPA); None
+    # (omitted from the id) where every row holds a copy (TAMPERBENCH_SHARED_PREFIX_ATTENTION=copy)
+    shared_prefix_attention: str | None = None
     tamperbench_version: str
     python_version: str = platform.python_version()
     # "model" (the tokenizer's own), "none" (raw completion prompt) or "file:<sha256>:<path>";

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from tamperbench.models.decoding.cascade import cascade_forward, cascade_mode
 from tamperbench.models.decoding.distributions import distribution
 from tamperbench.models.decoding.kv_slots import SlotKV
 from tamperbench.models.decoding.packed_linear import packed_linears_for
@@ -61,6 +62,10 @@ class StepDecoder:
         self.forward_seconds = 0.0
         # oneDNN pre-packed linear weights for this decoder's forwards (CPU float32; see packed_linear.py)
         self.packed = packed_linears_for(model)
+        # shared prefixes read once per step (decoding/cascade.py), or copied into every row (None)
+        self.shared_prefix_attention, self.cascade_fallback = cascade_mode(model, self.kv.window)
+        self.cascade_rows = 0  # rows admitted into a shared-prefix group
+        self.cascade_steps = 0
 
     # ---------------------------------------------------------------- queries
     @property
@@ -163,6 +168,9 @@ class StepDecoder:
             s = self.by_id.pop(rid)
             self.slots[s] = None
             self.kv.mask[s] = False
+            self.kv.group[s] = -1
+        if self.kv.shared:
+            self.kv.prune([s for s, r in enumerate(self.slots) if r is not None])
 
     @torch.inference_mode()
     def fork(self, rid: int, copies: int) -> list[int]:
@@ -207,13 +215,13 @@ class StepDecoder:
         row.can_rollback = False
 
     # ---------------------------------------------------------------- the step
-    def _forward(self, ids, am, pos, cache, logits_to_keep=1):
+    def _forward(self, ids, am, pos, cache, logits_to_keep=1, **extra):
         t0 = time.perf_counter()
         # one token alone is faster through MKL (measured 0.92x packed at 1 row, 1.4-1.7x at 2-8 rows)
         packed = self.packed.active() if self.packed is not None and ids.numel() >= 2 else contextlib.nullcontext()
         with packed:
             out = self.model(input_ids=ids, attention_mask=am, position_ids=pos, use_cache=True,
-                             logits_to_keep=logits_to_keep, **{self._cache_kw: cache})
+                             logits_to_keep=logits_to_keep, **{self._cache_kw: cache}, **extra)
         self.forward_seconds += time.perf_counter() - t0
         return out.logits
 
@@ -252,8 +260,14 @@ class StepDecoder:
         self.kv.ensure_columns(n + 1)
         self.kv.mask[:b, n] = True  # dead rows attend to their own pad column only: finite, ignored
         live = torch.tensor([r is not None for r in self.slots], device=self.device)
-        logits = self._forward(chosen[:, None], self.kv.step_mask(b, n + 1), self.kv.pos[:b, None].clone(),
-                               self.kv.cache)[:, -1]
+        groups = self.kv.groups(b) if self.kv.shared else []
+        if groups:  # rows of a shared prefix read it once (decoding/cascade.py)
+            logits = cascade_forward(self, chosen[:, None], self.kv.step_mask(b, n + 1),
+                                     self.kv.pos[:b, None].clone(), groups)[:, -1]
+            self.cascade_steps += 1
+        else:
+            logits = self._forward(chosen[:, None], self.kv.step_mask(b, n + 1), self.kv.pos[:b, None].clone(),
+                                   self.kv.cache)[:, -1]
         self.kv.pos[:b] += live.long()
         self.state.push(*distribution(logits, self.topk))
         greedy = self.state.stats.greedy.tolist()
@@ -286,8 +300,15 @@ class StepDecoder:
     def import_rows(self, snap: RowSnapshot, copies: int = 1) -> list[int]:
         if copies > self.free_slots:
             raise ValueError(f"{copies} rows but only {self.free_slots} free slots")
-        slots, idx = self._make_room(snap.kv[0][0].shape[1], copies)
-        self.kv.write_block(idx, snap.kv)
+        kv, shared = snap.kv, snap.shared
+        if shared is not None and self.shared_prefix_attention is None:  # the copy path: prefix into the row
+            kv = [(torch.cat([pk[0], k], 1), torch.cat([pv[0], v], 1)) for (pk, pv), (k, v) in zip(shared.kv, kv)]
+            shared = None
+        slots, idx = self._make_room(kv[0][0].shape[1], copies)
+        self.kv.write_block(idx, kv)
+        if shared is not None:
+            self.kv.group[idx.cpu()] = self.kv.attach(shared)
+            self.cascade_rows += copies
         self.kv.pos[idx] = snap.pos
         self.state.load(idx, snap)
         return self._place(slots, [Row(-1, snap.tokens, snap.n_prompt, snap.can_rollback, snap.refeed)] * copies)

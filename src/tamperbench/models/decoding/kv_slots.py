@@ -14,6 +14,8 @@ was tested with, and tests/integration/models/test_architecture_parity.py checks
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
@@ -74,6 +76,11 @@ class SlotKV:
         self.mask = torch.zeros(capacity, 0, dtype=torch.bool, device=device)
         self.pos = torch.zeros(capacity, dtype=torch.long, device=device)
         self.window = sliding_window_of(config)
+        # shared prefixes (decoding/cascade.py): slot -> group id (-1: none), group id -> prefix KV;
+        # a grouped slot holds only its private columns (suffix + generated), positions stay absolute
+        self.group = torch.full((capacity,), -1, dtype=torch.long)
+        self.shared: dict[int, Any] = {}
+        self._next_gid = 0
 
     def _new_layer(self, cols: int) -> _SlotLayer:
         h, d = self._shape
@@ -156,6 +163,33 @@ class SlotKV:
             layer.vbuf[idx, :, n - width: n] = v
         self.mask[idx] = False
         self.mask[idx, n - width: n] = True if colmask is None else colmask
+        self.group[idx.cpu()] = -1
+
+    # ---------------------------------------------------------------- shared prefixes
+    def attach(self, prefix) -> int:
+        """The group id of ``prefix`` (a cascade.SharedPrefix), registering it on first use."""
+        for gid, held in self.shared.items():
+            if held is prefix:
+                return gid
+        gid, self._next_gid = self._next_gid, self._next_gid + 1
+        self.shared[gid] = prefix
+        return gid
+
+    def groups(self, b: int) -> list[tuple[torch.Tensor, Any]]:
+        """(slots, prefix) of every group with a slot among the first ``b``."""
+        g = self.group[:b]
+        return [((g == gid).nonzero()[:, 0].to(self.device), self.shared[gid])
+                for gid in g[g >= 0].unique().tolist()]
+
+    def prune(self, live: list[int]) -> None:
+        """Free the prefixes no live slot uses (a group ends with its last row)."""
+        used = set(self.group[live].tolist()) if live else set()
+        for gid in [gid for gid in self.shared if gid not in used]:
+            del self.shared[gid]
+
+    @property
+    def shared_bytes(self) -> int:
+        return sum(p.nbytes for p in self.shared.values())
 
     def copy_rows(self, src: int, idx: torch.Tensor) -> None:
         """Slot ``src`` into slots ``idx``: one plain strided copy per slot (an indexed assignment
@@ -167,13 +201,20 @@ class SlotKV:
                 layer.vbuf[dst, :, :n].copy_(layer.vbuf[src, :, :n])
             self.mask[dst] = self.mask[src]
             self.pos[dst] = self.pos[src]
+            self.group[dst] = self.group[src]
 
     def real_columns(self, s: int) -> torch.Tensor:
         return self.mask[s, : self.n].nonzero()[:, 0]
 
     def export(self, s: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Slot ``s``'s real columns, per layer (keys, values); a grouped slot's prefix first."""
         cols = self.real_columns(s)
-        return [(layer.kbuf[s][:, cols].clone(), layer.vbuf[s][:, cols].clone()) for layer in self.layers]
+        out = [(layer.kbuf[s][:, cols].clone(), layer.vbuf[s][:, cols].clone()) for layer in self.layers]
+        gid = int(self.group[s])
+        if gid < 0:
+            return out
+        return [(torch.cat([pk[0], k], 1), torch.cat([pv[0], v], 1))
+                for (pk, pv), (k, v) in zip(self.shared[gid].kv, out)]
 
     def drop_leading(self, first: int) -> None:
         """Drop the first ``first`` columns of every slot (no live row uses them)."""
@@ -198,5 +239,7 @@ class SlotKV:
                 layer.vbuf[dst, :, :n].copy_(layer.vbuf[src, :, :n])
             self.mask[dst] = self.mask[src]
             self.pos[dst] = self.pos[src]
+            self.group[dst] = self.group[src]
         self.mask[b:] = False
+        self.group[b:] = -1
         self.set_bn(b, n if b else 0)

@@ -48,6 +48,9 @@ class RowSnapshot:
     stats: DistStats
     prev_stats: DistStats
     pos: int
+    # a cascade.SharedPrefix the row reads before ``kv`` (its private columns); None: ``kv`` is
+    # the whole row. Only the prefix admitter builds such snapshots; export_row never does.
+    shared: Any = None
 
 
 @dataclass
