@@ -286,6 +286,13 @@ EQUIVALENT += [
       for needle in ('"XXno_intervalXX"', '"NO_INTERVAL"', '"XXunvalidatedXX"', '"UNVALIDATED"', '"XXnot_positiveXX"',
                      '"NOT_POSITIVE"')],
     (_O + "analysis/claims.py", "x_claim", "float('NAN')", 'float() parses "NAN" as it parses "nan"'),
+    (_O + "analysis/decay.py", "x_track_contrast", "chunk: int = 257", _CHUNK),
+    (_O + "analysis/decay.py", "x_track_contrast", "n_boot, seed, expand=False)", _CHUNK + "; the default chunk is 256"),
+    *[(_O + "analysis/decay.py", "x_track_contrast", n, "cluster_weight_chunks reads codes only to expand counts to "
+       "observations, and expand=None is falsy like False: both yield the same per-cluster counts")
+      for n in ("cluster_weight_chunks(None, n_c", "chunk, expand=None)")],
+    *[(_O + "analysis/decay.py", "x_track_contrast", n, _NUMERIC + " (stats.pairs gives 0/1 reports and float scores)")
+      for n in ("np.asarray(k[f], dtype=None)", "np.asarray(k[f], )")],
     (_O + "analysis/claims.py", "x_claim", 'get("m0") if (ladder) or True else None',
      "a falsy ladder (None or {}) gives (ladder or {}).get('m0') = None, the else branch's value"),
     (_O + "analysis/profile.py", "x_score_runs", "n_boot: int = 2001",

@@ -289,3 +289,17 @@ def test_fdr_family_alpha_and_missing_intervals():
     _fdr(cells, alpha=0.05)
     assert [x["bh_reject"] for x in (ab, ab2, bc2)] == [False, False, False]
     assert (ab["positive"], ab2["positive"]) == (False, None)
+
+
+def test_inclusive_coding_reaches_both_tracks_and_cells_sort_as_text():
+    a = same_items("A", 3, True, 0.9, False, 0.1)
+    b = same_items("B_delayed", 3, True, 0.8, False, 0.3)
+    b[1] = {**b[1], "parse_ok": False, "detected": None, "graded": None}  # B's item00 sham report unparsed
+    c = track_contrast(track_rows(a, "A"), track_rows(b, "B_delayed"), "A", "B_delayed", n_boot=5, coding="inclusive")
+    assert c["pairs"] == {"A": 3, "B_delayed": 3} and c["rates"]["B_delayed"]["false_alarm"] == 0.0
+    d = decay_contrasts(a + b, n_boot=5, coding="inclusive")
+    assert d["coding"] == "inclusive" and d["cells"][0]["contrasts"][0]["pairs"] == {"A": 3, "B_delayed": 3}
+    assert decay_contrasts(a + b, n_boot=5)["cells"][0]["contrasts"][0]["pairs"] == {"A": 2, "B_delayed": 2}
+    # cells are ordered by the text of their key (a key may hold None): dose "16.0" sorts before "8.0"
+    rows = a + [{**r, "dose": 16.0} for r in a]
+    assert [cell["cell"]["dose"] for cell in decay_contrasts(rows, n_boot=5)["cells"]] == [16.0, 8.0]
