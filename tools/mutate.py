@@ -287,6 +287,8 @@ EQUIVALENT += [
                      '"NOT_POSITIVE"')],
     (_O + "analysis/claims.py", "x_claim", "float('NAN')", 'float() parses "NAN" as it parses "nan"'),
     (_O + "analysis/decay.py", "x_track_contrast", "chunk: int = 257", _CHUNK),
+    *[(_O + "analysis/decay.py", "x_track_contrast", n, "np.std(ddof=1) of one or zero replicates is NaN (numpy warns), "
+       "the else branch's value") for n in ("if (diff.size > 1) or True else", "if diff.size >= 1 else")],
     (_O + "analysis/decay.py", "x_track_contrast", "n_boot, seed, expand=False)", _CHUNK + "; the default chunk is 256"),
     *[(_O + "analysis/decay.py", "x_track_contrast", n, "cluster_weight_chunks reads codes only to expand counts to "
        "observations, and expand=None is falsy like False: both yield the same per-cluster counts")

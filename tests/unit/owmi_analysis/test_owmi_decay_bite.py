@@ -182,7 +182,7 @@ def test_reasons_when_a_contrast_cannot_be_estimated():
 
 
 def test_track_rows_reads_c_through_the_rubric_flag():
-    rows = [rec("C", 0, "intervention", True), rec("C", 0, "sham", None), rec("C", 1, "random_unit", True),
+    rows = [{**rec("C", 0, "intervention", True), "graded": 0.7}, rec("C", 0, "sham", None), rec("C", 1, "random_unit", True),
             rec("C", 2, "sham", False, parse_ok=False), rec("C", 3, "intervention", True, family="detection"),
             rec("A", 0, "intervention", True, 0.7), rec("A", 0, "observer", True, 0.7),
             rec("A", 1, "sham", False, 0.2, family="confidence"), rec("B_delayed", 0, "sham", False, 0.1)]
@@ -303,3 +303,23 @@ def test_inclusive_coding_reaches_both_tracks_and_cells_sort_as_text():
     # cells are ordered by the text of their key (a key may hold None): dose "16.0" sorts before "8.0"
     rows = a + [{**r, "dose": 16.0} for r in a]
     assert [cell["cell"]["dose"] for cell in decay_contrasts(rows, n_boot=5)["cells"]] == [16.0, 8.0]
+
+
+def test_marginal_intervals_take_the_level_and_the_verdict_reads_lower_bounds():
+    from tamperbench.stats.bootstrap import detection_bootstrap
+    from tamperbench.stats.pairs import paired_detection
+
+    rng = np.random.default_rng(7)
+    rows = [rec(t, i, cond, bool(rng.random() < 0.5), float(rng.random())) for t in ("A", "B_delayed")
+            for i in range(8) for cond in ("intervention", "sham")]
+    x, y = track_rows(rows, "A"), track_rows(rows, "B_delayed")
+    c = track_contrast(x, y, "A", "B_delayed", n_boot=200, seed=5, level=0.8)
+    for t, tr in (("A", x), ("B_delayed", y)):  # same items, same draws: the stats module's own 80% intervals
+        p = paired_detection(tr)
+        b = detection_bootstrap(p["y_a"], p["y_b"], p["clusters"], g_int=p["g_a"], g_sham=p["g_b"], n_boot=200, seed=5,
+                                level=0.8)
+        assert c["dprime"][f"{t}_ci"] == pytest.approx(list(b["dprime"]["ci"]))
+        assert c["auroc"][f"{t}_ci"] == pytest.approx(list(b["auroc"]["ci"]))
+    # equal report rates: both difference intervals straddle zero, so the interval is not above zero
+    assert all(c[s]["ci"][0] < 0 < c[s]["ci"][1] for s in ("dprime", "auroc")), (c["dprime"]["ci"], c["auroc"]["ci"])
+    assert c["interval_above_zero"] is False
