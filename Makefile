@@ -8,7 +8,7 @@ PINS := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut
 STAMP := $(VENV)/.installed-$(PINS)
 DEMO_OUT ?= runs/demo
 
-.PHONY: install demo test lint browser clean-venv mutate
+.PHONY: install demo test test-fast lint browser clean-venv mutate
 
 install: $(STAMP)
 
@@ -35,6 +35,13 @@ lint: install
 
 test: install browser lint
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# Optional, not CI: the fast tier (no model, no browser) on both cores with pytest-xdist (installed here on
+# first use, not by `make install`). The plain `pytest -m "not model and not browser"` is the reference
+# command; this only spreads the same tests over 2 workers.
+test-fast: install
+	@$(PY) -c 'import xdist' 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check pytest-xdist==3.8.0 execnet==2.1.2
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not model and not browser" tests
 
 # Mutation score of the modules that produce numbers (too slow for CI: run by hand, minutes to an hour).
 #   make mutate                                          every module under [tool.mutmut] only_mutate
