@@ -301,7 +301,7 @@ def test_inclusive_coding_reaches_both_tracks_and_cells_sort_as_text():
     assert d["coding"] == "inclusive" and d["cells"][0]["contrasts"][0]["pairs"] == {"A": 3, "B_delayed": 3}
     assert decay_contrasts(a + b, n_boot=5)["cells"][0]["contrasts"][0]["pairs"] == {"A": 2, "B_delayed": 2}
     # cells are ordered by the text of their key (a key may hold None): dose "16.0" sorts before "8.0"
-    rows = a + [{**r, "dose": 16.0} for r in a]
+    rows = a + [{**r, "dose": 16.0, "key": "z" + r["key"]} for r in a]  # its rows would sort last
     assert [cell["cell"]["dose"] for cell in decay_contrasts(rows, n_boot=5)["cells"]] == [16.0, 8.0]
 
 

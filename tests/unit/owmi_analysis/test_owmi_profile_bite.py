@@ -105,13 +105,27 @@ def scored(tmp_path_factory):
     store.write(RUNS_TABLE, [r for r in _records() if r.model == "m2"])
     store.close()
     single = score_runs([tmp / "one_model"], n_boot=5, dose_boot=0)
-    return result, rows, excluded, paths, single
+    # the same pairs run again under other weights of the same model name: two revisions, never one pool of pairs
+    store = RunStore.open(tmp / "two_revisions", _Spec(name="two revisions"))
+    store.ensure_table(RUNS_TABLE, OwmiRun)
+    m2 = [r for r in _records() if r.model == "m2"]
+    store.write(RUNS_TABLE, m2 + [r.model_copy(update={"key": trial_key([r.key, "r3"]), "model_revision": "rev3"})
+                                  for r in m2])
+    store.close()
+    two = score_runs([tmp / "two_revisions"], n_boot=5, dose_boot=0)
+    return result, rows, excluded, paths, single, two
 
 
 def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
     from statsmodels.stats.multitest import multipletests
 
-    result, rows, excluded, paths, single = scored
+    result, rows, excluded, paths, single, two = scored
+    assert two["variance"]["m2"]["pairs"] == 24  # 12 pairs under each revision, paired within its revision
+    # the pool over both revisions pairs within each (it raised "more than one 'intervention' row" before)
+    assert [p["pool"] for p in two["pooled"]] == ["m2 [rev222222222, float32] all detection cells",
+                                                   "m2 [rev3, float32] all detection cells",
+                                                   "all models (mixed precision pooled only if dtypes agree)"]
+    assert [p["complete"]["pairs"] for p in two["pooled"]] == [12, 12, 24]
     assert [p["pool"] for p in single["pooled"]] == ["m2 [rev222222222, float32] all detection cells"]  # no all-models pool
     assert result["runs"] == list(map(str, paths)) and result["n_rows"] == len(rows) == len(_records()) - 1
     assert result["excluded_runs"] == excluded and excluded[0]["missing"] == ["prompt_text"]

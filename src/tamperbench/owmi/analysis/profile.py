@@ -72,8 +72,11 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
     for (m, rev, dt), rs in sorted(by_model.items()):
         pooled.append({"pool": f"{m} [{rev[:12]}, {dt}] all detection cells", **detection_entry(rs, n_boot, seed)})
     if len(by_model) > 1:
+        # a pair id names a design point, not the weights: two revisions or dtypes of one model spec share them,
+        # so pairs are matched within each (model, revision, dtype) before the rows are pooled
+        pool_rows = [{**r, "pair_id": f"{k}|{r['pair_id']}"} for k, rs in sorted(by_model.items()) for r in rs]
         pooled.append({"pool": "all models (mixed precision pooled only if dtypes agree)",
-                       **detection_entry(det_rows, n_boot, seed)})
+                       **detection_entry(pool_rows, n_boot, seed)})
 
     pairs_by_model: dict[str, list[dict]] = defaultdict(list)
     for key, rs in _cells(det_rows, ("model", "model_revision", "dtype")).items():
