@@ -118,7 +118,8 @@ def _line(name: str, n: int, t: float, st: dict, peak: int) -> str:
 
 
 def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, alone_first: bool = False,
-          alone_prompts: int | None = None, attention: str | None = None) -> tuple[float, bool]:
+          alone_prompts: int | None = None, attention: str | None = None, no_alone: bool = False
+          ) -> tuple[float, bool]:
     calls = planned_calls(preset, n_items, backend.max_batch_size)
     n = sum(map(len, calls))
     print(f"[{preset}] {n} prompts ({n_items or 'all'} items x 2 arms) in {len(calls)} generation calls, "
@@ -127,6 +128,18 @@ def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, alone_
     paths = ["cascade", "copy"] if attention == "both" else [attention]
     if alone_prompts and alone_prompts < n:
         return bench_subset(backend, preset, calls, max_new_tokens, alone_prompts, paths[0])
+    runs = []
+    if no_alone:  # reuse runs only: one per attention path, compared with each other
+        for p in paths:
+            runs.append(generate(backend, calls, max_new_tokens=max_new_tokens, share=True, attention=p))
+            print(_line("shared", n, *[runs[-1][k] for k in (1, 2, 3)]), flush=True)
+        if len(runs) == 1:
+            print("  NO no-reuse baseline run, nothing compared", flush=True)
+            return 0.0, True
+        same = sum(a.token_ids == b.token_ids for a, b in zip(runs[0][0], runs[-1][0]))
+        print(f"  identical answers across attention paths: {same}/{n}; seconds {' / '.join(paths)}: "
+              f"{runs[0][1] / runs[-1][1]:.2f}x the last; NO no-reuse baseline run", flush=True)
+        return 0.0, same == n
     if alone_first:
         alone, t_a, st_a, m_a = generate(backend, calls, max_new_tokens=max_new_tokens, share=False)
     runs = [generate(backend, calls, max_new_tokens=max_new_tokens, share=True, attention=p) for p in paths]
@@ -192,6 +205,8 @@ def main() -> int:
     ap.add_argument("--attention", choices=["cascade", "copy", "both"], default=None,
                     help="shared-prefix attention of the reuse run (default: as TAMPERBENCH_SHARED_PREFIX_ATTENTION "
                          "says, cascade if unset); both: one reuse run each")
+    ap.add_argument("--no-alone", action="store_true",
+                    help="skip the no-reuse baseline: only the reuse runs of --attention, checked against each other")
     ap.add_argument("--alone-prompts", type=int, default=None,
                     help="run the no-reuse baseline on the first N prompts only and extrapolate (labelled)")
     args = ap.parse_args()
@@ -210,7 +225,8 @@ def main() -> int:
     presets = ["standard", "depth"] if args.preset == "both" else [args.preset]
     for preset in presets:
         n = args.depth_items if preset == "depth" and args.depth_items else args.items
-        _, same = bench(backend, preset, n, args.max_new_tokens, args.alone_first, args.alone_prompts, args.attention)
+        _, same = bench(backend, preset, n, args.max_new_tokens, args.alone_first, args.alone_prompts, args.attention,
+                        args.no_alone)
         ok = ok and same
     return 0 if ok else 1
 

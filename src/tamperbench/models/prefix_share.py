@@ -17,7 +17,9 @@ tests and ``benchmarks/quote_throughput.py`` check token for token):
 2. :class:`PrefixAdmitter` prefills a group's prefix once (batch 1), then the members' suffixes
    as rows of one forward over that cached prefix (each suffix right after the prefix, padding
    after it, positions continuing after the prefix), and admits each row into the step decoder
-   as a snapshot: the decoder then decodes every row exactly as if it had prefilled it itself.
+   as a snapshot of its suffix's KV over the shared prefix: the decoder keeps the prefix once for
+   the whole group and reads it once a step (cascade attention, decoding/cascade.py), or, on the
+   copy path, copies it into every row and decodes each as if it had prefilled it itself.
    Suffixes of very different lengths go in separate forwards (:func:`split_by_length`).
    A group bigger than the free slots waits with its prefix cache (batch 1) for the next slots.
 3. :class:`PrefixStore` (``HFBackend.prefix_memory``) keeps finished rows' prompt + answer KV for
@@ -209,7 +211,9 @@ class PrefixAdmitter:
     alone would feed) and ``prefill_seconds``.
     """
 
-    dec: Any  # a StepDecoder (typed loosely: it is built around transformers' cache classes)
+    # a StepDecoder (typed loosely: it is built around transformers' cache classes); may be set after
+    # construction: run_generation sizes the batch from the planned groups first
+    dec: Any
     prompts: Sequence[Sequence[int]]
     share: bool = True
     store: PrefixStore | None = None  # KV kept from earlier calls (and filled from this one)

@@ -14,7 +14,10 @@ kernels), but it has the documented extension point: ``AttentionInterface.regist
 ``AttentionMaskInterface.register``. :func:`cascade_forward` switches the model's
 ``config._attn_implementation`` to ours for one step forward only (restored in ``finally``); the
 mask function returns None (the column mask travels in :class:`CascadeStep`). Prefill and suffix
-forwards (many query tokens) keep transformers' own attention.
+forwards (many query tokens) keep transformers' own attention. The switch lives on the model's
+config, so no other forward of the same model may run while a cascade step runs (the decoders of one
+model are stepped from one thread; a forward that slipped in would raise, never misread, since our
+function refuses to run without its step context).
 
 Rounding: a softmax split in two and merged is not bitwise SDPA; logits move by float32 rounding,
 so the mode is decided once at load and named in provenance (``shared_prefix_attention``), like the

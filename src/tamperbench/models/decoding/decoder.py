@@ -7,7 +7,8 @@ and top-k from one float32 ``log_softmax``. ``generate`` offers none of that.
 
 Parts: ``kv_slots.SlotKV`` (KV columns, masks, positions: the transformers-coupled part),
 ``rows.PendingState`` / ``rows.Row`` (per-row state), ``distributions`` (the statistics),
-``packed_linear`` (the forwards' linears over pre-packed oneDNN weights on CPU). The
+``packed_linear`` (the forwards' linears over pre-packed oneDNN weights on CPU), ``cascade`` (rows
+of a shared prompt prefix hold only their private columns and read the prefix once a step). The
 model sees an explicit 2-D attention mask and explicit position ids, exactly the left-padding
 scheme ``generate`` uses, so results match it.
 
