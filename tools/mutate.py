@@ -275,9 +275,9 @@ EQUIVALENT += [
     (_O + "summary.py", "x_render", 'f = lambda x, d=4:',
      "every call of f passes d (2, 2, 4, 3): the default is never used"),
     (_O + "summary.py", "x_render", "f(js, 4), f(ce, ))", "f's default d is 3, the digits the call passed"),
-    (_O + "analysis/probe.py", "x_fit_layer", "LogisticRegression(max_iter=2001)",
+    (_O + "analysis/probe_fit.py", "x_fit_layer", "LogisticRegression(max_iter=2001)",
      "the standardised probe fits converge in far fewer than 2,000 iterations: the cap is never reached"),
-    (_O + "analysis/probe.py", "x_fit_layer", "np.abs(null).max() <= 0.1)",
+    (_O + "analysis/probe_fit.py", "x_fit_layer", "np.abs(null).max() <= 0.1)",
      "a null margin is k/n - 0.5 with k/n correctly rounded: no float k/n lies exactly 0.1 from 0.5 (0.6 and 0.4 "
      "round to 0.0999...98 away), so < and <= agree"),
     (_O + "analysis/decay.py", "x_decay_markdown", "{_n(r['bh_q'], )}", "render._n's default is 4 digits"),
