@@ -115,5 +115,5 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
         "shared_groups": sum(g.prefix > 0 for g in queue.groups), "batch_rows": rows,
         # which attention read the shared prefixes while decoding (decoding/cascade.py), and how much
         "shared_prefix_attention": dec.shared_prefix_attention or "copy", "cascade_rows": dec.cascade_rows,
-        "cascade_groups": dec.kv._next_gid, "cascade_steps": dec.cascade_steps}
+        "cascade_groups": dec.kv.groups_registered, "cascade_steps": dec.cascade_steps}
     return results  # type: ignore[return-value]

@@ -103,6 +103,11 @@ def _state_bytes_per_row(cfg) -> int:
     return 8 * 4 * cfg.vocab_size
 
 
+def _row_kv_bytes(model, prompt_len: int, new_tokens: int, private_len: int | None) -> int:
+    """One row's KV buffer: its whole prompt, or (cascade attention) only its private part."""
+    return kv_bytes_per_token(model) * decoder_columns(prompt_len if private_len is None else private_len, new_tokens)
+
+
 def footprint(model, rows: int, *, prompt_len: int, new_tokens: int, private_len: int | None = None,
               shared_tokens: int = 0) -> int:
     """Peak bytes of decoding ``rows`` rows of prompts up to ``prompt_len`` tokens (module docstring).
@@ -111,7 +116,7 @@ def footprint(model, rows: int, *, prompt_len: int, new_tokens: int, private_len
     kv = kv_bytes_per_token(model)
     layers = cfg.num_hidden_layers
     # growing a buffer reallocates one layer's keys or values at a time; trimming clones one
-    per_row_kv = kv * decoder_columns(prompt_len if private_len is None else private_len, new_tokens)
+    per_row_kv = _row_kv_bytes(model, prompt_len, new_tokens, private_len)
     kv_total = rows * per_row_kv + (3 * rows * per_row_kv) // (2 * layers)
     chunk_rows = max(1, min(rows, PREFILL_TOKENS // max(1, prompt_len)))
     held_prefix = kv * prompt_len
@@ -193,8 +198,7 @@ def generation_batch(model, device, *, prompt_len: int, new_tokens: int, cap: in
                         f"is available for it ({fraction:g} of free {device.type} memory); free memory or "
                         f"shorten the prompt")
     if fit < cap:
-        row = kv_bytes_per_token(model) * decoder_columns(prompt_len if private_len is None else private_len,
-                                                          new_tokens)
+        row = _row_kv_bytes(model, prompt_len, new_tokens, private_len)
         _note(f"batch lowered from {cap} to {fit} rows for prompts of up to {prompt_len} tokens + {new_tokens} "
               f"new: KV {row / 2**20:.0f} MB a row, {_gb(budget)} available ({fraction:g} of free memory)")
     return fit

@@ -197,9 +197,7 @@ def _stored_groups(store: PrefixStore, prompts: Sequence[Sequence[int]], min_sha
 class _Pending:
     group: Group
     waiting: deque
-    kv: list | None = None  # per layer (keys, values) of the prefix, batch 1
-    logits: torch.Tensor | None = None
-    shared: Any = None  # the prefix as one decoding.cascade.SharedPrefix (one object: one group)
+    shared: Any = None  # the prefix (per layer keys, values; batch 1) as one decoding.cascade.SharedPrefix
 
 
 @dataclass
@@ -238,7 +236,9 @@ class PrefixAdmitter:
             stored, rest = _stored_groups(self.store, self.prompts, MIN_SHARED)
         planned = [Group(g.prefix, [rest[k] for k in g.members]) for g in plan_groups([self.prompts[i] for i in rest])]
         self.groups = [g for g, _ in stored] + planned
-        self._queue = deque([_Pending(g, deque(g.members), kv) for g, kv in stored]
+        from tamperbench.models.decoding.cascade import SharedPrefix
+
+        self._queue = deque([_Pending(g, deque(g.members), SharedPrefix(kv)) for g, kv in stored]
                             + [_Pending(g, deque(g.members)) for g in planned])
 
     @torch.inference_mode()
@@ -281,13 +281,11 @@ class PrefixAdmitter:
     @torch.inference_mode()
     def _admit_shared(self, pend: _Pending, take: list[int]) -> list[tuple[int, int]]:
         p = pend.group.prefix
-        if pend.kv is None:
-            pend.kv = self._prefill_prefix(list(self.prompts[take[0]][:p]))
-            self.prefill_tokens += p
         if pend.shared is None:
             from tamperbench.models.decoding.cascade import SharedPrefix
 
-            pend.shared = SharedPrefix(pend.kv)
+            pend.shared = SharedPrefix(self._prefill_prefix(list(self.prompts[take[0]][:p])))
+            self.prefill_tokens += p
         out: list = []
         # longest forward first: the decoder's buffers then grow once, not once per forward
         for part in reversed(split_by_length([len(self.prompts[i]) - p for i in take], prefix=p)):

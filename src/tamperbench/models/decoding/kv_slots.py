@@ -188,6 +188,11 @@ class SlotKV:
             del self.shared[gid]
 
     @property
+    def groups_registered(self) -> int:
+        """Shared prefixes registered since this buffer was made (freed ones included)."""
+        return self._next_gid
+
+    @property
     def shared_bytes(self) -> int:
         return sum(p.nbytes for p in self.shared.values())
 
