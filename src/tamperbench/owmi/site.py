@@ -167,6 +167,9 @@ def build_section(runs: list[RunInfo], writer) -> Section:
     if result["excluded_runs"]:
         section.notes.append(f"{len(result['excluded_runs'])} records left out of analysis: a field Appendix D "
                              "requires was not recorded")
+    note = result.get("all_models_pool") or {}
+    if len(note.get("precisions", [])) > 1:
+        section.notes.append(f"no all-models pool spans every run: {note['reason']}")
     for stem, title, fig, caption in _plots(result, rows):
         section.plots.append(Plot(title, writer.figure(fig, stem), caption))
     return section

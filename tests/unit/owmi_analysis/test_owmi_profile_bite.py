@@ -124,9 +124,14 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
     # the pool over both revisions pairs within each (it raised "more than one 'intervention' row" before)
     assert [p["pool"] for p in two["pooled"]] == ["m2 [rev222222222, float32] all detection cells",
                                                    "m2 [rev3, float32] all detection cells",
-                                                   "all models (mixed precision pooled only if dtypes agree)"]
+                                                   "all models [float32, full precision]"]
     assert [p["complete"]["pairs"] for p in two["pooled"]] == [12, 12, 24]
     assert [p["pool"] for p in single["pooled"]] == ["m2 [rev222222222, float32] all detection cells"]  # no all-models pool
+    assert single["all_models_pool"] == {
+        "formed": [], "precisions": [{"dtype": "float32", "quantized": False, "model_weights": 1}],
+        "reason": "one model's weights only: its per-model pool is the whole pool"}
+    assert two["all_models_pool"]["formed"] == ["all models [float32, full precision]"]
+    assert two["all_models_pool"]["reason"] == "every run at one precision (float32, full precision: 2 model revisions)"
     assert result["runs"] == list(map(str, paths)) and result["n_rows"] == len(rows) == len(_records()) - 1
     assert result["excluded_runs"] == excluded and excluded[0]["missing"] == ["prompt_text"]
     assert result["anchors"] == [ANCHORS[1], ANCHORS[3]]
@@ -165,7 +170,7 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
     by = {m: [r for r in det_rows if r["model"] == m] for m in ("m", "m2")}
     assert [p["pool"] for p in result["pooled"]] == [
         "m [revmmmmmmmmm, float32] all detection cells", "m2 [rev222222222, float32] all detection cells",
-        "all models (mixed precision pooled only if dtypes agree)"]
+        "all models [float32, full precision]"]
     for pool, rs in zip(result["pooled"], (by["m"], by["m2"], det_rows)):
         assert {k: v for k, v in pool.items() if k != "pool"} == detection_entry(rs, N_BOOT, SEED)
     # variance: one graded margin s = g_int - g_sham per complete pair, with its domain, site, item, seed
@@ -183,3 +188,66 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
     assert got["m"]["estimable"] is True and got["m"]["pairs"] == 24
     assert got["m"] == want
     assert result["decay"] == decay_contrasts(rows, n_boot=N_BOOT, seed=SEED, level=0.95)
+
+
+# ---------------------------------------------------------------- precision: never one d' over mixed dtypes
+def _write(tmp, name, records):
+    store = RunStore.open(tmp / name, _Spec(name=name))
+    store.ensure_table(RUNS_TABLE, OwmiRun)
+    store.write(RUNS_TABLE, records)
+    store.close()
+    return tmp / name
+
+
+@pytest.fixture(scope="module")
+def precisions(tmp_path_factory):
+    """Three run sets: two models at two dtypes; three models of which two share float32; a dequantized
+    GGUF (quantized, float32) beside a full-precision float32 model."""
+    tmp = tmp_path_factory.mktemp("precision")
+    recs = _records()[:-2]  # detection rows of m (24 pairs) and m2 (12 pairs)
+    m3 = [r.model_copy(update={"key": trial_key([r.key, "m3"]), "model": "m3", "model_revision": "rev3",
+                               "pair_id": "m3" + r.pair_id[2:], "dtype": "bfloat16"}) for r in recs if r.model == "m2"]
+    mixed = [r.model_copy(update={"dtype": "bfloat16"}) if r.model == "m2" else r for r in recs]
+    quant = [r.model_copy(update={"quantized": True}) if r.model == "m" else r for r in recs]
+    out = {}
+    for name, rs in (("mixed", mixed), ("three", recs + m3), ("quant", quant)):
+        path = _write(tmp, name, rs)
+        out[name] = (score_runs([path], n_boot=5, dose_boot=0), load_runs([path])[0])
+    return out
+
+
+def test_all_models_pool_only_within_one_precision(precisions):
+    from tamperbench.owmi.analysis.render import to_markdown
+
+    # float32 m + bfloat16 m2: no all-models pool at all (one was formed over both dtypes before)
+    result, rows = precisions["mixed"]
+    assert [p["pool"] for p in result["pooled"]] == ["m [revmmmmmmmmm, float32] all detection cells",
+                                                     "m2 [rev222222222, bfloat16] all detection cells"]
+    note = result["all_models_pool"]
+    assert note["formed"] == []
+    assert note["precisions"] == [{"dtype": "bfloat16", "quantized": False, "model_weights": 1},
+                                  {"dtype": "float32", "quantized": False, "model_weights": 1}]
+    assert "2 precisions" in note["reason"] and "not pooled" in note["reason"] and "D.4" in note["reason"]
+    md = to_markdown(result)
+    assert "- all-models pools: none (runs at 2 precisions" in md
+
+    # m, m2 float32 + m3 bfloat16: one all-models pool, over the two float32 models' rows only
+    result, rows = precisions["three"]
+    assert [p["pool"] for p in result["pooled"]] == [
+        "m [revmmmmmmmmm, float32] all detection cells", "m2 [rev222222222, float32] all detection cells",
+        "m3 [rev3, bfloat16] all detection cells", "all models [float32, full precision]"]
+    f32 = [r for r in rows if r["dtype"] == "float32" and r["probe_family"] == "detection"]
+    assert {r["model"] for r in f32} == {"m", "m2"}
+    pool = result["pooled"][-1]
+    assert pool["complete"]["pairs"] == 36  # 24 + 12: m3's 12 bfloat16 pairs stay out
+    assert {k: v for k, v in pool.items() if k != "pool"} == detection_entry(f32, 5, SEED)
+    assert result["all_models_pool"]["formed"] == ["all models [float32, full precision]"]
+    assert "one all-models pool per precision" in result["all_models_pool"]["reason"]
+
+    # a dequantized GGUF (float32, quantized) is not pooled with a full-precision float32 model
+    result, rows = precisions["quant"]
+    assert [p["pool"] for p in result["pooled"]] == ["m [revmmmmmmmmm, float32, quantized] all detection cells",
+                                                     "m2 [rev222222222, float32] all detection cells"]
+    assert result["all_models_pool"]["formed"] == []
+    assert [(p["dtype"], p["quantized"]) for p in result["all_models_pool"]["precisions"]] == [
+        ("float32", False), ("float32", True)]

@@ -26,6 +26,59 @@ def _anchor_for(anchors: list[dict], kind: str, row: dict, site: str | None) -> 
     return hits[-1] if hits else None
 
 
+def _precision(dtype: str, quantized: bool) -> str:
+    return f"{dtype}, {'quantized' if quantized else 'full precision'}"
+
+
+def _pools(det_rows: list[dict], n_boot: int, seed: int) -> tuple[list[dict], dict]:
+    """The labelled pools of the detection table, and why each all-models pool was or was not formed.
+
+    One pool per model weights (model, revision, dtype, quantized). The all-models pool is formed
+    per precision (dtype and quantized flag) over the weights that share it, and only where two or
+    more do (one would repeat its per-model row); runs of different precision are never pooled into
+    one d' (Appendix D.4: "Quantized and full-precision runs are not pooled"). Why not one pool
+    over every run: a leaderboard reader sees a single d' and cannot tell that float32 and bfloat16
+    (or a dequantized GGUF and full-precision) runs of different models were mixed, so a precision
+    change would masquerade as a difference between models. The returned note names the
+    precisions found, the pools formed and, in ``reason``, why no pool spans them all.
+    A pair id names a design point, not the weights: two revisions or dtypes of one model spec share
+    them, so pairs are matched within each model's weights before their rows are pooled.
+    """
+    by_model: dict[tuple, list[dict]] = defaultdict(list)
+    for r in det_rows:
+        by_model[(r["model"], r["model_revision"], r["dtype"], bool(r.get("quantized")))].append(r)
+    pooled = []
+    for (m, rev, dt, q), rs in sorted(by_model.items()):
+        pooled.append({"pool": f"{m} [{rev[:12]}, {dt}{', quantized' if q else ''}] all detection cells",
+                       **detection_entry(rs, n_boot, seed)})
+    by_precision: dict[tuple, list[tuple]] = defaultdict(list)
+    for k in sorted(by_model):
+        by_precision[(k[2], k[3])].append(k)
+    formed = []
+    for (dt, q), keys in sorted(by_precision.items()):
+        if len(keys) < 2:
+            continue
+        label = f"all models [{_precision(dt, q)}]"
+        pool_rows = [{**r, "pair_id": f"{k}|{r['pair_id']}"} for k in keys for r in by_model[k]]
+        pooled.append({"pool": label, **detection_entry(pool_rows, n_boot, seed)})
+        formed.append(label)
+    found = [{"dtype": dt, "quantized": q, "model_weights": len(keys)} for (dt, q), keys in sorted(by_precision.items())]
+    names = "; ".join(f"{_precision(f['dtype'], f['quantized'])}: {f['model_weights']} model revision"
+                     f"{'s' if f['model_weights'] != 1 else ''}" for f in found)
+    if not by_model:
+        reason = "no detection rows"
+    elif len(by_model) < 2:
+        reason = "one model's weights only: its per-model pool is the whole pool"
+    elif len(found) > 1:
+        reason = (f"runs at {len(found)} precisions ({names}) are not pooled into one d' (Appendix D.4: quantized and "
+                  "full-precision runs are not pooled; a precision change would read as a model difference); "
+                  + ("one all-models pool per precision holding two or more model weights" if formed
+                     else "no precision holds two model weights, so each model has its own pool only"))
+    else:
+        reason = f"every run at one precision ({names})"
+    return pooled, {"formed": formed, "precisions": found, "reason": reason}
+
+
 def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0, dose_boot: int = 100,
                decay_level: float = 0.95) -> dict:
     from tamperbench.stats.dose import extraction_ratio
@@ -64,19 +117,8 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         c["rho"] = (extraction_ratio(comp["margin"], tuple(comp["margin_ci"]), probe["m_probe"])
                     if probe and comp["pairs"] else None)
 
-    pooled = []
     det_rows = [r for r in rows if r["probe_family"] == "detection"]
-    by_model = defaultdict(list)
-    for r in det_rows:
-        by_model[(r["model"], r["model_revision"], r["dtype"])].append(r)
-    for (m, rev, dt), rs in sorted(by_model.items()):
-        pooled.append({"pool": f"{m} [{rev[:12]}, {dt}] all detection cells", **detection_entry(rs, n_boot, seed)})
-    if len(by_model) > 1:
-        # a pair id names a design point, not the weights: two revisions or dtypes of one model spec share them,
-        # so pairs are matched within each (model, revision, dtype) before the rows are pooled
-        pool_rows = [{**r, "pair_id": f"{k}|{r['pair_id']}"} for k, rs in sorted(by_model.items()) for r in rs]
-        pooled.append({"pool": "all models (mixed precision pooled only if dtypes agree)",
-                       **detection_entry(pool_rows, n_boot, seed)})
+    pooled, all_models = _pools(det_rows, n_boot, seed)
 
     pairs_by_model: dict[str, list[dict]] = defaultdict(list)
     for key, rs in _cells(det_rows, ("model", "model_revision", "dtype")).items():
@@ -87,6 +129,6 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
             pairs_by_model[key[0]].append({"s": ga - gb, "domain": r["domain"], "object": r["site"],
                                            "item": r["item_id"], "seed": r["seed"]})
     return {"runs": [str(p) for p in paths], "n_rows": len(rows), "excluded_runs": excluded, "cells": cells,
-            "pooled": pooled, "bh": bh, "ladders": list(ladders.values()),
+            "pooled": pooled, "all_models_pool": all_models, "bh": bh, "ladders": list(ladders.values()),
             "variance": variance_entry(dict(pairs_by_model)), "anchors": anchors,
             "decay": decay_contrasts(rows, n_boot=n_boot, seed=seed, level=decay_level)}

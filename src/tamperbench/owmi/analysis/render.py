@@ -77,6 +77,9 @@ def to_markdown(result: dict) -> str:
         L.append(f"- {_e(p['pool'])}: {c['pairs']} pairs, d' = {_n(c['dprime'])} {_ci(c['dprime_ci'])}, "
                  f"AUROC = {_n(c['auroc'])} {_ci(c['auroc_ci'])}; inclusive coding d' = {_n(p['inclusive']['dprime'])} "
                  f"(shift {_n(p['shift_inclusive_minus_complete'])})")
+    note = result.get("all_models_pool")
+    if note:
+        L.append(f"- all-models pools: {', '.join(_e(f) for f in note['formed']) or 'none'} ({_e(note['reason'])})")
     L += ["", "## Equivalence bound (TOST inverted: tightest AUROC margin the data support)", ""]
     for p in result["pooled"]:
         eq = p["complete"].get("equivalence") or []

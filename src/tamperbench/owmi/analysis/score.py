@@ -4,7 +4,8 @@ dose-response, variance components, with the anchors beside them (Sections 3.4-3
 A cell here is (model, revision, dtype, benchmark, site, operator, dose, probe family, track,
 hook scope): runs of different precision are never pooled (Appendix D.4), and scopes stay apart
 because the scope contrast is itself a quantity of interest (Section 3.6). A pooled row per model
-(and over all models) is added to the detection table, each clearly labelled.
+(and over all models of one precision: ``profile._pools``) is added to the detection table, each
+clearly labelled.
 
 Every estimate comes from ``tamperbench.stats``; this module only groups rows and applies the
 Appendix D rules (analysable runs only; complete-pair primary, inclusive as robustness).
