@@ -44,6 +44,7 @@ PRIMARY = (("A", "B_delayed"), ("B_delayed", "C"))  # Eq. 19, Track B = the genu
 SECONDARY = (("A", "B_visible"), ("A", "B_masked"))  # immediate-path context contrasts, not delay
 ENG = "tests/integration/owmi/test_owmi_engine_embedded.py"
 EQUIV = "tests/integration/owmi/test_owmi_batched_equivalence.py::test_batched_records_equal_one_at_a_time"
+TRACK_B = "tests/integration/owmi/test_owmi_track_b_paths.py"
 SCOPE = ("tests/unit/owmi/test_owmi_forward.py::test_lifted_probe_is_unaltered_over_the_perturbed_cache",
          "tests/unit/owmi/test_owmi_forward.py::test_active_probe_is_altered_too")
 TRACK_PATHS: dict[str, dict[str, Any]] = {
@@ -56,10 +57,13 @@ TRACK_PATHS: dict[str, dict[str, Any]] = {
           "system prompt still names introspection), scored by the condition-blinded rubric", "tests": [
               "tests/integration/owmi/test_owmi_track_c_path.py::test_track_c_reflects_in_a_later_turn_without_cue",
               "tests/unit/owmi/test_owmi_probes.py::test_rubric_and_corruption", EQUIV]},
-    "B_visible": {"validated": False, "path": "fresh context: task, own output, probe (immediate path)",
-                  "tests": [EQUIV]},
-    "B_masked": {"validated": False, "path": "probe alone, task and output withheld (immediate path)",
-                 "tests": [EQUIV]},
+    # validated as the immediate-path contexts they are (not as a delayed Track B: D.1); secondary rows only
+    "B_visible": {"validated": True, "path": "fresh context: task, own output, probe (immediate path)",
+                  "tests": [f"{TRACK_B}::test_track_b_contexts_hold_what_each_track_says",
+                            f"{TRACK_B}::test_hook_reaches_exactly_the_declared_positions", *SCOPE, EQUIV]},
+    "B_masked": {"validated": True, "path": "probe alone, task and output withheld (immediate path)",
+                 "tests": [f"{TRACK_B}::test_track_b_contexts_hold_what_each_track_says",
+                           f"{TRACK_B}::test_hook_reaches_exactly_the_declared_positions", *SCOPE, EQUIV]},
 }
 RULE = ("D.5: positive track contrasts license temporal decay only for track pairs whose distinct execution paths "
         "were validated and executed. A contrast is positive when the item-clustered bootstrap intervals of both its "
