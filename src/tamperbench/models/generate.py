@@ -51,12 +51,13 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
     queue = PrefixAdmitter(None, prompts, share=share_prefix, store=prefix_store)  # plans the groups
     # rows sized by this call's longest prompt (memory.py): a long-prompt batch is split, not crashed;
     # with cascade attention a row holds only its part after its group's prefix, the prefixes once
-    private_len, shared_tokens = None, 0
+    private_len, shared_tokens, padded_tokens = None, 0, 0
     if share_prefix and cascade_mode(backend.model)[0] is not None:
         private_len, shared_tokens = queue.split_lengths()
+        padded_tokens = queue.padded_tokens()
     rows = generation_batch(backend.model, backend.device, prompt_len=max(map(len, prompts), default=1),
                             new_tokens=max_new_tokens, cap=min(backend.max_batch_size, max(1, len(prompts))),
-                            private_len=private_len, shared_tokens=shared_tokens)
+                            private_len=private_len, shared_tokens=shared_tokens, padded_tokens=padded_tokens)
     dec = queue.dec = backend.step_decoder(capacity=rows)
     row_of: dict[int, int] = {}  # row id -> prompt index
     gens: dict[int, torch.Generator] = {}

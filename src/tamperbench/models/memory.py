@@ -20,7 +20,9 @@ The rule (bytes; every term is what the step decoder and the prefill forwards al
 With cascade attention (decoding/cascade.py) a row's KV is only its private part (its prompt after
 its group's shared prefix, plus new tokens): ``private_len`` sizes the rows, the shared prefixes
 (``shared_tokens``, all of one call's groups, as all may be live at once) are counted once, plus
-the float32 attention scores of one layer over the prefix (3 tensors of rows x heads x columns).
+the float32 attention scores of one layer over the prefix (3 tensors of rows x heads x columns),
+plus the stacked copy the step reads them from when the prefixes differ in length
+(``padded_tokens``: groups x the longest prefix; decoding/cascade.py's ``PaddedPrefixes``).
 
 The largest batch whose total fits in ``fraction`` of free memory is taken, at most the cap.
 tests/unit/models/test_memory_rule.py checks the rule against hand-computed numbers.
@@ -109,7 +111,7 @@ def _row_kv_bytes(model, prompt_len: int, new_tokens: int, private_len: int | No
 
 
 def footprint(model, rows: int, *, prompt_len: int, new_tokens: int, private_len: int | None = None,
-              shared_tokens: int = 0) -> int:
+              shared_tokens: int = 0, padded_tokens: int = 0) -> int:
     """Peak bytes of decoding ``rows`` rows of prompts up to ``prompt_len`` tokens (module docstring).
     ``private_len`` (cascade attention): the longest prompt part a row holds itself."""
     cfg = model.config
@@ -121,19 +123,20 @@ def footprint(model, rows: int, *, prompt_len: int, new_tokens: int, private_len
     chunk_rows = max(1, min(rows, PREFILL_TOKENS // max(1, prompt_len)))
     held_prefix = kv * prompt_len
     if private_len is not None:
-        held_prefix = kv * max(prompt_len, shared_tokens) + 12 * rows * cfg.num_attention_heads * prompt_len
+        held_prefix = (kv * (max(prompt_len, shared_tokens) + padded_tokens)
+                       + 12 * rows * cfg.num_attention_heads * prompt_len)
     return (kv_total + rows * _state_bytes_per_row(cfg) + prefill_bytes(model, chunk_rows, prompt_len)
             + held_prefix)
 
 
 def rows_that_fit(model, *, prompt_len: int, new_tokens: int, budget: int, cap: int = 1 << 16,
-                  private_len: int | None = None, shared_tokens: int = 0) -> int:
+                  private_len: int | None = None, shared_tokens: int = 0, padded_tokens: int = 0) -> int:
     """Largest batch (at most ``cap``) whose :func:`footprint` is within ``budget`` bytes; 0 if none."""
     lo, hi = 0, cap
     while lo < hi:  # footprint grows with rows: binary search
         mid = (lo + hi + 1) // 2
         if footprint(model, mid, prompt_len=prompt_len, new_tokens=new_tokens, private_len=private_len,
-                     shared_tokens=shared_tokens) <= budget:
+                     shared_tokens=shared_tokens, padded_tokens=padded_tokens) <= budget:
             lo = mid
         else:
             hi = mid - 1
@@ -175,7 +178,8 @@ def _gb(n: int) -> str:
 
 
 def generation_batch(model, device, *, prompt_len: int, new_tokens: int, cap: int, fraction: float = 0.5,
-                     budget: int | None = None, private_len: int | None = None, shared_tokens: int = 0) -> int:
+                     budget: int | None = None, private_len: int | None = None, shared_tokens: int = 0,
+                     padded_tokens: int = 0) -> int:
     """Rows to decode at once for prompts up to ``prompt_len`` tokens: at most ``cap`` (the
     backend's batch size, a user's ``--batch-size``), lowered with a note when it would not fit.
 
@@ -183,17 +187,18 @@ def generation_batch(model, device, *, prompt_len: int, new_tokens: int, cap: in
     processes hold at that moment, neither of which a user can know when typing ``--batch-size``; a
     smaller batch decodes the same greedy tokens (and sampling is seeded per conversation), so it
     changes speed, not results. Refused (one line) only when not even one row fits.
-    ``private_len``/``shared_tokens``: rows read their shared prefixes once (see :func:`footprint`)."""
+    ``private_len``/``shared_tokens``/``padded_tokens``: rows read their shared prefixes once (see
+    :func:`footprint`)."""
     if cap < 1:
         raise UserError(f"--batch-size must be a positive integer, got {cap}")
     device = torch.device(device)
     if budget is None:
         budget = int(free_bytes(device) * fraction)
     fit = rows_that_fit(model, prompt_len=prompt_len, new_tokens=new_tokens, budget=budget, cap=cap,
-                        private_len=private_len, shared_tokens=shared_tokens)
+                        private_len=private_len, shared_tokens=shared_tokens, padded_tokens=padded_tokens)
     if fit < 1:
         need = footprint(model, 1, prompt_len=prompt_len, new_tokens=new_tokens, private_len=private_len,
-                         shared_tokens=shared_tokens)
+                         shared_tokens=shared_tokens, padded_tokens=padded_tokens)
         raise UserError(f"a {prompt_len}-token prompt needs {_gb(need)} to decode, but only {_gb(budget)} "
                         f"is available for it ({fraction:g} of free {device.type} memory); free memory or "
                         f"shorten the prompt")

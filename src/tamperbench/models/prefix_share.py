@@ -256,6 +256,12 @@ class PrefixAdmitter:
         private = max((len(self.prompts[i]) - g.prefix for g in self.groups for i in g.members), default=1)
         return private, sum(g.prefix for g in self.groups)
 
+    def padded_tokens(self) -> int:
+        """Columns of the stacked prefix copy cascade attention reads when this call has two or more
+        groups (decoding/cascade.py, PaddedPrefixes): groups x the longest; 0 with one (read in place)."""
+        lens = [g.prefix for g in self.groups if g.prefix > 0]
+        return len(lens) * max(lens) if len(lens) > 1 else 0
+
     @property
     def pending(self) -> int:
         return sum(len(p.waiting) for p in self._queue)

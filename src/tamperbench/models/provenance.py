@@ -42,7 +42,8 @@ class ModelProvenance(BaseModel):
     # at load so a run's records say which numbers they hold; omitted when None (ids stay as they were)
     linear_kernel: str | None = None
     # "cascade" where rows sharing a prompt prefix read its keys once a step, the two softmax parts
-    # merged by log-sum-exp (models/decoding/cascade.py; float32 rounding, not bitwise SDPA); None
+    # merged by log-sum-exp (models/decoding/cascade.py; float32 rounding, not bitwise SDPA);
+    # "cascade-padded" where all groups' prefixes are read in one call, shorter ones padded; None
     # (omitted from the id) where every row holds a copy (TAMPERBENCH_SHARED_PREFIX_ATTENTION=copy)
     shared_prefix_attention: str | None = None
     tamperbench_version: str

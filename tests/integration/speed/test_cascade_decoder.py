@@ -84,7 +84,7 @@ def _scenario(model, mode, monkeypatch):
 
 def test_steering_operations_match_the_copy_path(llama, monkeypatch):
     cas, lp_cas, dec = _scenario(llama, "cascade", monkeypatch)
-    assert dec.shared_prefix_attention == "cascade" and dec.cascade_rows == 3 and dec.cascade_steps == 12
+    assert dec.shared_prefix_attention == C.MODE and dec.cascade_rows == 3 and dec.cascade_steps == 12
     cop, lp_cop, dec_copy = _scenario(llama, "copy", monkeypatch)
     assert dec_copy.shared_prefix_attention is None and dec_copy.cascade_steps == 0
     assert cas == cop
@@ -143,7 +143,7 @@ def test_attention_outside_the_interface_falls_back(monkeypatch):
             return super().forward(hidden_states, *args, **kwargs)
 
     model = _model()
-    assert C.cascade_mode(model)[0] == "cascade"
+    assert C.cascade_mode(model)[0] == C.MODE
     for layer in model.model.layers:
         layer.self_attn.__class__ = DirectAttention
     mode, why = C.cascade_mode(model)

@@ -30,15 +30,19 @@ from __future__ import annotations
 
 import inspect
 import os
+import weakref
 from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["ENV", "NAME", "CascadeStep", "SharedPrefix", "cascade_attention", "cascade_forward", "cascade_mode"]
+__all__ = ["ENV", "NAME", "CascadeStep", "PaddedPrefixes", "SharedPrefix", "cascade_attention", "cascade_forward", "cascade_mode"]
 
 NAME = "tamperbench_cascade"
 ENV = "TAMPERBENCH_SHARED_PREFIX_ATTENTION"  # "cascade" (default) or "copy"
-MODE = "cascade"  # the provenance value
+SWITCH = "cascade"  # the switch's value that selects this path
+# the provenance value: "cascade-padded" since the groups' prefixes are read in one call with shorter
+# ones padded (PaddedPrefixes; float32 rounding apart from the per-group calls recorded as "cascade")
+MODE = "cascade-padded"
 
 
 @dataclass(eq=False)
@@ -56,15 +60,104 @@ class SharedPrefix:
         return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in self.kv)
 
 
+@dataclass(eq=False)
+class PaddedPrefixes:
+    """The live groups' prefixes as one batch, so one fused call per layer reads all of them.
+
+    Why: a step made one attention call (and one log-sum-exp merge) per group per layer; with the
+    ten documents of Exact Words' ``standard`` preset that was 300 small calls a step, slower than the
+    arithmetic they did. Per layer, keys and values are stacked (G, kv_heads, P_max, d); a shorter
+    prefix is zero-padded after its end and its padding masked with -inf (``mask``, (G, 1, 1, P_max)),
+    which adds exact zeros to the softmax. Rounding: a padded prefix's softmax is summed over more
+    (zero) terms in other blocks, so it can differ from the unpadded call in the last float32 bits
+    (the private columns were already padded to the batch's longest row the same way); one group, or
+    groups of one length, are not padded and give the unpadded call's numbers bit for bit. Built per
+    layer on first use and kept while the set of live groups stays the same (a decoder caches it).
+    """
+
+    prefixes: tuple  # the SharedPrefix objects in group order (compared by identity)
+    mask: torch.Tensor | None = None  # additive, (G, 1, 1, P_max); None: every prefix has P_max columns
+    _kv: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, prefixes) -> PaddedPrefixes:
+        prefixes = tuple(prefixes)
+        lens = [p.length for p in prefixes]
+        mask = None
+        if len(set(lens)) > 1:
+            k0 = prefixes[0].kv[0][0]
+            mask = torch.zeros(len(lens), 1, 1, max(lens), dtype=k0.dtype, device=k0.device)
+            for gi, n in enumerate(lens):
+                mask[gi, ..., n:] = float("-inf")
+        return cls(prefixes, mask)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stacked copies (none when one group or one length: the prefixes are used as they are)."""
+        return sum(k.numel() * k.element_size() * 2 for k, _ in self._kv.values()) if self._stacked else 0
+
+    @property
+    def _stacked(self) -> bool:
+        return len(self.prefixes) > 1
+
+    def layer(self, li: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self._stacked:
+            return self.prefixes[0].kv[li]
+        if li not in self._kv:
+            ks = [p.kv[li] for p in self.prefixes]
+            _, kvh, _, d = ks[0][0].shape
+            pmax = max(k.shape[-2] for k, _ in ks)
+            kp = ks[0][0].new_zeros(len(ks), kvh, pmax, d)
+            vp = ks[0][1].new_zeros(len(ks), kvh, pmax, d)
+            for gi, (k, v) in enumerate(ks):
+                kp[gi, :, : k.shape[-2]] = k[0]
+                vp[gi, :, : v.shape[-2]] = v[0]
+            self._kv[li] = (kp, vp)
+        return self._kv[li]
+
+
+@dataclass
+class _Layout:
+    """Where each grouped row's query goes in the padded (G, rows_max) query batch, and back."""
+
+    rows: torch.Tensor  # (R,) the grouped slots, group after group
+    sel: torch.Tensor  # (G * rows_max,) slot of each padded query row (padding repeats a real row)
+    back: torch.Tensor  # (R,) position of ``rows[i]`` among the padded query rows
+    rows_max: int
+
+
+def _layout(groups: list[tuple[torch.Tensor, SharedPrefix]], device) -> _Layout:
+    rmax = max(len(idx) for idx, _ in groups)
+    sel: list[int] = []
+    back: list[int] = []
+    for gi, (idx, _) in enumerate(groups):
+        ids = idx.tolist()
+        back.extend(range(gi * rmax, gi * rmax + len(ids)))
+        sel.extend(ids + [ids[0]] * (rmax - len(ids)))
+    as_t = lambda x: torch.tensor(x, dtype=torch.long, device=device)  # noqa: E731
+    return _Layout(torch.cat([idx for idx, _ in groups]).to(device), as_t(sel), as_t(back), rmax)
+
+
 @dataclass
 class CascadeStep:
     """What the attention function needs for one step forward: each group's slots and prefix, and
-    the rows' 2-D column mask over their private columns. ``calls`` counts the layers that ran."""
+    the rows' 2-D column mask over their private columns. ``calls`` counts the layers that ran.
+    ``padded``: the groups' prefixes stacked (a decoder passes the one it keeps across steps)."""
 
     groups: list[tuple[torch.Tensor, SharedPrefix]]
     colmask: torch.Tensor  # (b, n) bool
+    padded: PaddedPrefixes | None = None
     calls: int = 0
     layers: set = field(default_factory=set)
+    _layout: _Layout | None = None
+
+    def layout(self) -> tuple[_Layout, PaddedPrefixes]:
+        """Built at the first layer, shared by the others."""
+        if self.padded is None or self.padded.prefixes != tuple(p for _, p in self.groups):
+            self.padded = PaddedPrefixes.of(p for _, p in self.groups)
+        if self._layout is None:
+            self._layout = _layout(self.groups, self.colmask.device)
+        return self._layout, self.padded
 
 
 def _dispatches_through_interface(model) -> bool:
@@ -88,12 +181,12 @@ def _dispatches(kind: type) -> bool:
 
 
 def cascade_mode(model, window: int | None = None) -> tuple[str | None, str]:
-    """("cascade", "") where this model's steps can read a shared prefix once; else (None, why).
+    """(MODE, "") where this model's steps can read a shared prefix once; else (None, why).
 
     The environment switch is read on every call (one process can time both paths); loaders call
     this once and record the result in provenance."""
-    want = os.environ.get(ENV, MODE)
-    if want not in (MODE, "copy"):
+    want = os.environ.get(ENV, SWITCH)
+    if want not in (SWITCH, "copy"):
         from tamperbench.errors import UserError
 
         raise UserError(f"{ENV}: '{want}' is not one of cascade, copy")
@@ -170,31 +263,41 @@ def cascade_attention(module, query, key, value, attention_mask, dropout: float 
             ~colmask, float("-inf"))
         cascade_step.colmask = colmask  # built once a step, reused by every layer
     o, lse = _attend(qf, key, value, scale, colmask[:, None, None, :].to(query.dtype))
-    for idx, prefix in cascade_step.groups:
-        kp, vp = prefix.kv[module.layer_idx]
-        r = len(idx)
-        # every row of the group in one call: the prefix is read once, (kv_heads, r*g) queries
-        qg = qf[idx].transpose(0, 1).reshape(1, kvh, r * g, d)
-        op, lp = (t[0].reshape(kvh, r, g, -1).transpose(0, 1) for t in _attend(qg, kp, vp, scale))
-        both = torch.logaddexp(lse[idx], lp)
-        o[idx] = o[idx] * torch.exp(lse[idx] - both) + op * torch.exp(lp - both)
-        lse[idx] = both
+    if cascade_step.groups:
+        # every group's rows in one call over the stacked prefixes: each prefix is read once, a
+        # group's queries (kv_heads, rows_max * g) meet only its own prefix (PaddedPrefixes)
+        lay, padded = cascade_step.layout()
+        kp, vp = padded.layer(module.layer_idx)
+        G, rm = len(cascade_step.groups), lay.rows_max
+        qg = qf[lay.sel].reshape(G, rm, kvh, g, d).permute(0, 2, 1, 3, 4).reshape(G, kvh, rm * g, d)
+        op, lp = _attend(qg, kp, vp, scale, padded.mask)
+        op = op.reshape(G, kvh, rm, g, d).permute(0, 2, 1, 3, 4).reshape(G * rm, kvh, g, d)[lay.back]
+        lp = lp.reshape(G, kvh, rm, g, 1).permute(0, 2, 1, 3, 4).reshape(G * rm, kvh, g, 1)[lay.back]
+        rows = lay.rows
+        lo = lse[rows]
+        both = torch.logaddexp(lo, lp)
+        o[rows] = o[rows] * torch.exp(lo - both) + op * torch.exp(lp - both)
     cascade_step.calls += 1
     cascade_step.layers.add(module.layer_idx)
     return o.to(query.dtype).reshape(b, heads, 1, d).transpose(1, 2), None
+
+
+_PADDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # decoder -> its PaddedPrefixes
 
 
 def cascade_forward(dec, ids, am, pos, groups: list[tuple[torch.Tensor, SharedPrefix]]):
     """One step forward of ``dec`` (a StepDecoder) with its grouped rows reading their prefix once."""
     _register()
     cfg = dec.model.config
-    step = CascadeStep(groups, am)
+    step = CascadeStep(groups, am, _PADDED.get(dec))
     old = cfg._attn_implementation
     cfg._attn_implementation = NAME
     try:
         logits = dec._forward(ids, am, pos, dec.kv.cache, cascade_step=step)
     finally:
         cfg._attn_implementation = old
+    if step.padded is not None:
+        _PADDED[dec] = step.padded  # kept while the live groups stay the same
     layers = cfg.num_hidden_layers
     if step.calls != layers or len(step.layers) != layers:  # never decode with a layer that skipped the prefix
         raise RuntimeError(f"cascade attention ran in {step.calls} of {layers} layers; "
