@@ -13,7 +13,8 @@ same ~3,000-token fused document before all of its 74 prompts. With prefix reuse
 Both modes run the production path (``generate_chat`` on the prompts the quote runner builds, in
 the runner's order and generation calls: runner.generation_calls keeps a document's trials in one
 call), greedy; the rows decoded at once are what memory allows for the call's longest prompt
-(models/memory.py), the same in both modes. The benchmark checks the answers are token for token
+(models/memory.py), up to the call's prompts (runner.call_size without ``--batch-size``; with it, at
+most that many, as the runner does), the same in both modes. The benchmark checks the answers are token for token
 identical, prints wall time, prefill tokens fed, rows, peak resident memory and the ratio.
 Targets (issue 14): standard >= 3x, depth >= 8x, in full presets with the default 96 new tokens.
 ``--items N`` takes the first N items (both arms); the ratio then understates the full preset's
@@ -41,15 +42,18 @@ os.environ.setdefault("TAMPERBENCH_HOME", str(Path(__file__).resolve().parents[1
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def planned_calls(preset: str, n_items: int | None, batch: int) -> list[list[str]]:
+def planned_calls(preset: str, n_items: int | None, backend, batch_size: int | None = None
+                  ) -> tuple[list[list[str]], bool]:
     """The quote runner's prompts for both arms in its plan order (sorted by prompt text), cut into
-    its generation calls (runner.generation_calls: a document's trials share a call)."""
+    its generation calls (runner.call_size and generation_calls: a document's trials share a call),
+    and whether the runner decodes a call's rows as memory allows (no ``--batch-size``)."""
     from tamperbench.quote.items import load_items
-    from tamperbench.quote.runner import QuoteRunSpec, build_trials, generation_calls
+    from tamperbench.quote.runner import QuoteRunSpec, build_trials, call_size, generation_calls
 
     ids = [it.id for it in load_items(preset)][: n_items or None]
     trials = sorted(build_trials(QuoteRunSpec(preset=preset, item_ids=ids)), key=lambda t: t.prompt)
-    return [[t.prompt for t in call] for call in generation_calls(trials, batch)]
+    bs, keep, by_memory = call_size(backend, batch_size)
+    return [[t.prompt for t in call] for call in generation_calls(trials, bs, keep_documents=keep)], by_memory
 
 
 class PeakRSS:
@@ -81,10 +85,18 @@ class PeakRSS:
 ATTENTION_ENV = "TAMPERBENCH_SHARED_PREFIX_ATTENTION"
 
 
+BY_MEMORY = True  # as the runner decides (planned_calls): a call's rows as memory allows
+
+
 def generate(backend, calls: list[list[str]], *, max_new_tokens: int, share: bool,
              attention: str | None = None) -> tuple[list, float, dict, int]:
     """One generate_chat per planned call; returns generations, seconds, summed stats, peak RSS bytes.
-    ``attention``: the shared-prefix attention path for this run (cascade or copy; None: as set)."""
+    ``attention``: the shared-prefix attention path for this run (cascade or copy; None: as set).
+    Rows: as the quote runner sizes them (``BY_MEMORY``), the same in both modes."""
+    from contextlib import nullcontext
+
+    from tamperbench.models.generate import rows_from_memory
+
     gens, stats = [], {}
     old = os.environ.get(ATTENTION_ENV)
     if attention is not None:
@@ -94,7 +106,9 @@ def generate(backend, calls: list[list[str]], *, max_new_tokens: int, share: boo
             t0 = time.perf_counter()
             for call in calls:
                 convs = [[{"role": "user", "content": p}] for p in call]
-                gens += backend.generate_chat(convs, max_new_tokens=max_new_tokens, progress=False, share_prefix=share)
+                with rows_from_memory(backend) if BY_MEMORY else nullcontext():
+                    gens += backend.generate_chat(convs, max_new_tokens=max_new_tokens, progress=False,
+                                                  share_prefix=share)
                 for k, v in backend.generation_stats.items():
                     if isinstance(v, str):  # the attention path: every call's, joined
                         stats[k] = "+".join(sorted(set(stats.get(k, v).split("+")) | {v}))
@@ -118,13 +132,15 @@ def _line(name: str, n: int, t: float, st: dict, peak: int) -> str:
 
 
 def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, alone_first: bool = False,
-          alone_prompts: int | None = None, attention: str | None = None, no_alone: bool = False
-          ) -> tuple[float, bool]:
-    calls = planned_calls(preset, n_items, backend.max_batch_size)
+          alone_prompts: int | None = None, attention: str | None = None, no_alone: bool = False,
+          batch_size: int | None = None) -> tuple[float, bool]:
+    global BY_MEMORY
+    calls, BY_MEMORY = planned_calls(preset, n_items, backend, batch_size)
     n = sum(map(len, calls))
-    print(f"[{preset}] {n} prompts ({n_items or 'all'} items x 2 arms) in {len(calls)} generation calls, "
-          f"{max_new_tokens} new tokens, batch cap {backend.max_batch_size}, load average {os.getloadavg()[0]:.1f}",
-          flush=True)
+    rows = "rows as memory allows" if BY_MEMORY else f"batch cap {backend.max_batch_size}"
+    print(f"[{preset}] {n} prompts ({n_items or 'all'} items x 2 arms) in {len(calls)} generation calls "
+          f"({'+'.join(str(len(c)) for c in calls)}), {max_new_tokens} new tokens, {rows}, load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
     paths = ["cascade", "copy"] if attention == "both" else [attention]
     if alone_prompts and alone_prompts < n:
         return bench_subset(backend, preset, calls, max_new_tokens, alone_prompts, paths[0])
@@ -199,7 +215,9 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=None, help="first N items of the preset (default: all)")
     ap.add_argument("--depth-items", type=int, default=None, help="first N items of depth (default: --items)")
     ap.add_argument("--max-new-tokens", type=int, default=96, help="the quote runner's default is 96")
-    ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="as the runner's --batch-size: calls of about this many trials, at most this many rows "
+                         "(default: the runner's rule without it, a call's rows as memory allows)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--alone-first", action="store_true", help="run the no-reuse baseline first (order check)")
     ap.add_argument("--attention", choices=["cascade", "copy", "both"], default=None,
@@ -226,7 +244,7 @@ def main() -> int:
     for preset in presets:
         n = args.depth_items if preset == "depth" and args.depth_items else args.items
         _, same = bench(backend, preset, n, args.max_new_tokens, args.alone_first, args.alone_prompts, args.attention,
-                        args.no_alone)
+                        args.no_alone, args.batch_size)
         ok = ok and same
     return 0 if ok else 1
 

@@ -7,12 +7,31 @@ the batch size or on its neighbours in the batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from rich.progress import Progress
 
 from tamperbench.progress import progress_bar
+
+
+@contextmanager
+def rows_from_memory(backend) -> Iterator[None]:
+    """Inside the block, a generation call decodes as many of its prompts at once as memory allows
+    (models/memory.py), not at most the backend's load-time batch size.
+
+    Why: that batch size (64 on CPU unless ``--batch-size`` says otherwise) is a guess made before any
+    prompt is known, and a call of more prompts than it decoded the rest as a second wave: Exact
+    Words' ``standard`` preset (74 prompts) paid about 96 more steps' fixed cost (the weights read
+    again) for 16 rows, 10 s of a 60 s run. The quote runner opens this when the user gave no
+    ``--batch-size`` (an explicit one is kept as the cap); greedy tokens do not depend on the rows."""
+    prev = getattr(backend, "_rows_from_memory", False)
+    backend._rows_from_memory = True
+    try:
+        yield
+    finally:
+        backend._rows_from_memory = prev
 
 
 def _progress(enabled: bool) -> Progress:
@@ -55,8 +74,11 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
     if share_prefix and cascade_mode(backend.model)[0] is not None:
         private_len, shared_tokens = queue.split_lengths()
         padded_tokens = queue.padded_tokens()
+    cap = max(1, len(prompts))
+    if not getattr(backend, "_rows_from_memory", False):  # see rows_from_memory
+        cap = min(backend.max_batch_size, cap)
     rows = generation_batch(backend.model, backend.device, prompt_len=max(map(len, prompts), default=1),
-                            new_tokens=max_new_tokens, cap=min(backend.max_batch_size, max(1, len(prompts))),
+                            new_tokens=max_new_tokens, cap=cap,
                             private_len=private_len, shared_tokens=shared_tokens, padded_tokens=padded_tokens)
     dec = queue.dec = backend.step_decoder(capacity=rows)
     row_of: dict[int, int] = {}  # row id -> prompt index

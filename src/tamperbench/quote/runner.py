@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,19 +150,18 @@ def setup_worker(spec: QuoteRunSpec) -> QuoteContext:
 def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[Finished]]:
     """Generate and score the units in calls of about the backend's batch size that keep a document's
     trials together (:func:`generation_calls`), one seed per repeat; yield each call as it finishes. A record stores its position and chunk size (seeds depend on them)."""
+    from tamperbench.models.generate import rows_from_memory  # torch: imported when work runs
+
     backend, spec = ctx.backend, ctx.spec
     pid = backend.provenance.id
-    bs = max(1, int(backend.max_batch_size))
+    bs, keep_documents, by_memory = call_size(backend, spec.batch_size)
     trials: list[Trial] = [u.payload for u in units]
-    # only a backend that prefills a shared prefix once gains from keeping a document's trials in one
-    # call; a remote one (each request alone) keeps calls of its batch size, so a server dying mid-run
-    # loses at most one call's answers (each call is one commit)
-    keep_documents = callable(getattr(backend, "prefix_memory", None))
     for repeat in sorted({t.repeat for t in trials}):
         for chunk in generation_calls([t for t in trials if t.repeat == repeat], bs, keep_documents=keep_documents):
-            gens = backend.generate_chat([[{"role": "user", "content": t.prompt}] for t in chunk],
-                                         max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
-                                         seed=spec.seed + repeat, progress=False)
+            with rows_from_memory(backend) if by_memory else nullcontext():
+                gens = backend.generate_chat([[{"role": "user", "content": t.prompt}] for t in chunk],
+                                             max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
+                                             seed=spec.seed + repeat, progress=False)
             yield [Finished(t.key, {TABLE: [_record(spec, pid, t, g, i, len(chunk))]})
                    for i, (t, g) in enumerate(zip(chunk, gens))]
 
@@ -169,6 +169,23 @@ def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[F
 WORKER = "tamperbench.quote.runner:setup_worker", "tamperbench.quote.runner:work"
 
 MAX_CALL_BATCHES = 4  # a document's trials share one call up to this many batches
+
+
+def call_size(backend, batch_size: int | None) -> tuple[int, bool, bool]:
+    """(trials a generation call packs, keep a document's trials in one call, decode a call's rows as
+    memory allows) for ``backend`` under the user's ``--batch-size`` (None: not given).
+
+    Only a backend that prefills a shared prefix once gains from keeping a document's trials in one
+    call; a remote one (each request alone) keeps calls of its batch size, so a server dying mid-run
+    loses at most one call's answers (each call is one commit). A local one without ``--batch-size``
+    packs documents into calls of up to ``MAX_CALL_BATCHES`` load-time batches and decodes each call's
+    rows at once as far as memory allows (models/generate.py, rows_from_memory): the ``standard``
+    preset's 74 trials are one call of 74 rows, not 58 rows and then 16 (each wave pays every step's
+    fixed cost). An explicit ``--batch-size`` stays the cap on both."""
+    bs = max(1, int(backend.max_batch_size))
+    keep = callable(getattr(backend, "prefix_memory", None))
+    by_memory = keep and batch_size is None
+    return (MAX_CALL_BATCHES * bs if by_memory else bs), keep, by_memory
 
 
 def generation_calls(trials: list[Trial], bs: int, *, keep_documents: bool = True) -> list[list[Trial]]:
