@@ -153,6 +153,8 @@ class SwapEngine:
         if not tasks:
             raise UserError("no questions to run (empty question list)")
         dec = self.backend.step_decoder(topk=self.topk, capacity=self.batch_size)
+        # a row spans its prompt, the budget and one hole per swap: sized once, not grown every 64 columns
+        dec.reserve_columns(max(len(t.prompt_ids) for t in tasks) + self.budget + dec.kv.column_chunk)
         todo = deque(_Question(t) for t in tasks)
         active: list[_Question] = []
         rows: dict[int, _RowState] = {}

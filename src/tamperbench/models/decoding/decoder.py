@@ -104,6 +104,11 @@ class StepDecoder:
         return int(self.state.stats.greedy[self.by_id[rid]])
 
     # ---------------------------------------------------------------- rows in / out
+    def reserve_columns(self, columns: int) -> bool:
+        """Pre-size the KV buffers for rows of up to ``columns`` columns (prompt + new tokens), one
+        allocation instead of one per ``column_chunk``; False where memory is short (see SlotKV.reserve)."""
+        return self.kv.reserve(columns)
+
     @torch.inference_mode()
     def add_rows(self, prompts: Sequence[Sequence[int]], *, reserve: int = 0) -> list[int]:
         """Prefill new rows (left-padded together) and place them in free slots; returns row ids.

@@ -81,6 +81,7 @@ class SlotKV:
         self.group = torch.full((capacity,), -1, dtype=torch.long)
         self.shared: dict[int, Any] = {}
         self._next_gid = 0
+        self.reallocations = 0  # buffer reallocations (growth) since this buffer was made
 
     def _new_layer(self, cols: int) -> _SlotLayer:
         h, d = self._shape
@@ -135,14 +136,59 @@ class SlotKV:
         return {"full_attention": create_causal_mask(self.config, like, am, self.cache),
                 "sliding_attention": sliding}
 
+    @property
+    def columns(self) -> int:
+        """Columns the buffers hold now (``n`` of them in use)."""
+        return self.layers[0].kbuf.shape[2]
+
+    @property
+    def bytes_per_column(self) -> int:
+        """Bytes one more column costs across every layer's keys and values (all ``capacity`` slots)."""
+        h, d = self._shape
+        return 2 * len(self.layers) * self.capacity * h * d * self.layers[0].kbuf.element_size()
+
+    def reserve(self, columns: int) -> bool:
+        """Pre-size the buffers to ``columns`` columns in one allocation.
+
+        Why: growing ``column_chunk`` columns at a time allocates fresh zeroed buffers for every
+        layer and copies the old ones each time (about 3% of a Sleight of Word run); a caller that
+        knows its longest row (prompt + new tokens) pays one allocation instead. Skipped (False)
+        when the buffers would take more than a quarter of the free memory; growth then works as
+        before, and a row longer than the reservation still grows the buffers."""
+        if columns <= self.columns:
+            return True
+        from tamperbench.models.memory import free_bytes
+
+        if columns * self.bytes_per_column > free_bytes(self.device) // 4:
+            return False
+        self._reallocate(columns, 0)
+        return True
+
     def ensure_columns(self, need: int, shift: int = 0) -> None:
         """Make room for ``need`` columns; ``shift`` moves existing columns right (left-pad everyone)."""
-        cap = self.layers[0].kbuf.shape[2]
-        if need <= cap and shift == 0:
+        cap = self.columns
+        if need <= cap:
             if self.mask.shape[1] < cap:
                 self.mask = torch.cat([self.mask, self.mask.new_zeros(self.capacity, cap - self.mask.shape[1])], 1)
+            if shift:
+                self._shift_in_place(shift)
             return
-        new_cap = max(need, cap) + self.column_chunk
+        self._reallocate(max(need, cap) + self.column_chunk, shift)
+
+    def _shift_in_place(self, shift: int) -> None:
+        """Move the first ``b`` slots' columns right by ``shift`` inside buffers that hold them: the
+        same values as a reallocation's copy, and zeros in the freed leading columns as there."""
+        b, n = self.b, self.n
+        for layer in self.layers:
+            for buf in (layer.kbuf, layer.vbuf):
+                buf[:b, :, shift: shift + n] = buf[:b, :, :n].clone()
+                buf[:b, :, :shift] = 0
+        self.mask[:b, shift: shift + n] = self.mask[:b, :n].clone()
+        self.mask[:b, :shift] = False
+        self.set_bn(b, n + shift)
+
+    def _reallocate(self, new_cap: int, shift: int) -> None:
+        self.reallocations += 1
         b, n = self.b, self.n
         for layer in self.layers:
             fresh = self._new_layer(new_cap)
