@@ -46,20 +46,31 @@ def _records(backend, spec, item, batched: bool) -> tuple[dict, Engine]:
 ALL_TRACKS = ["A", "B_visible", "B_masked", "B_delayed", "C"]
 
 
-@pytest.mark.parametrize("obj, op, when, tracks, probes", [
-    ({"kind": "resid_post", "layer": 12}, {"name": "add", "dose": 64.0}, "prefill", ALL_TRACKS, ["detection"]),
+ALL_CONDITIONS = ["intervention", "sham", "random_unit", "random_matched", "observer"]
+
+
+@pytest.mark.parametrize("obj, op, when, tracks, probes, positions, conditions", [
+    ({"kind": "resid_post", "layer": 12}, {"name": "add", "dose": 64.0}, "prefill", ALL_TRACKS, ["detection"], "task",
+     ALL_CONDITIONS),
     ({"kind": "head", "layer": 5, "head": 2}, {"name": "noise", "dose": 4.0}, "every_step", ["A", "B_delayed"],
-     ["detection", "characterization"]),
+     ["detection", "characterization"], "task", ALL_CONDITIONS),
+    # the ragged path: B_visible with every position before the probe declared ("all"), so the rows
+    # of one batch differ in length (each condition reads its own answer) and are hooked from
+    # position 0 (no unhooked prefix to fork); noise is keyed by absolute position, so a row
+    # whose positions were counted wrongly draws other noise. Two hooked conditions of different
+    # lengths (so one of them is left-padded) and the sham; no observer, one probe: kept short.
+    ({"kind": "resid_post", "layer": 12}, {"name": "noise", "dose": 4.0}, "prefill", ["B_visible"], ["detection"], "all",
+     ["intervention", "sham", "random_unit"]),
 ])
-def test_batched_records_equal_one_at_a_time(embedded_backend, obj, op, when, tracks, probes):
+def test_batched_records_equal_one_at_a_time(embedded_backend, obj, op, when, tracks, probes, positions, conditions):
     spec = quick_spec(objects=[obj], operators=[op], when=when, items_per_benchmark=1, tracks=tracks, probes=probes,
                       task_max_new_tokens=8, probe_max_new_tokens=6, reflection_max_new_tokens=6,
-                      observer_classifier=False)
+                      observer_classifier=False, positions=positions, conditions=conditions)
     item = quick_items(1)[0]
     ref, _ = _records(embedded_backend, spec, item, batched=False)
     got, eng = _records(embedded_backend, spec, item, batched=True)
     n_cells = sum(1 if t == "C" else len(probes) for t in tracks)
-    assert set(got) == set(ref) and len(ref) == n_cells * 2 * 5  # x scopes x (4 model conditions + observer)
+    assert set(got) == set(ref) and len(ref) == n_cells * 2 * len(conditions)  # x scopes x conditions
     for key, want in ref.items():
         have = got[key]
         for name, value in want.items():
@@ -75,5 +86,9 @@ def test_batched_records_equal_one_at_a_time(embedded_backend, obj, op, when, tr
     # the check is not vacuous: the intervention changed something the records show
     model_rows = [r for r in ref.values() if r["condition"] == "intervention"]
     assert all(r["js_mean"] > 1e-4 for r in model_rows)
+    if positions == "all":  # ragged: the conditions' B_visible contexts differ in length, all declared from 0
+        lengths = {r["condition"]: len(r["prompt_ids"]) for r in ref.values() if r["condition"] != "observer"}
+        assert lengths["intervention"] != lengths["random_unit"], lengths  # a hooked row is padded
+        assert all(r["intervened_positions"][0] == 0 for r in model_rows)
     sham = [r for r in got.values() if r["condition"] == "sham"]
     assert all(r["js_mean"] == 0.0 for r in sham), "the sham row is computed exactly as the baseline row"
