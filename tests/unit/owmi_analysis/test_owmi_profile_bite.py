@@ -251,3 +251,67 @@ def test_all_models_pool_only_within_one_precision(precisions):
     assert result["all_models_pool"]["formed"] == []
     assert [(p["dtype"], p["quantized"]) for p in result["all_models_pool"]["precisions"]] == [
         ("float32", False), ("float32", True)]
+
+
+# ---------------------------------------------------------------- dose ladder and variance wiring
+def _close(a, b, rel=1e-4, text=True) -> bool:
+    """Nested equality with floats within ``rel``: the mixed-model fit behind a ladder moves its last
+    digits between calls (its optimiser), so two fits of the same rows agree to about 1e-6, not bit
+    for bit. ``text=False`` also lets strings differ (a claim's words quote those digits)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], rel, text) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_close(x, y, rel, text) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=rel, abs=1e-9, nan_ok=True)
+    if isinstance(a, str) and isinstance(b, str) and not text:
+        return True
+    return a == b
+
+
+@pytest.fixture(scope="module")
+def laddered(tmp_path_factory):
+    """m at resid_post.3 on a two-dose ladder (4, 8); m at resid_post.5 and m2 at one dose (no ladder);
+    m2 run again at bfloat16 under the same pair ids (its variance pairs matched within each dtype)."""
+    tmp = tmp_path_factory.mktemp("ladder")
+    recs = _records()[:-2]
+    # dose 8 over 20 items: enough clusters that the ladder's bootstrap intervals move with its size
+    rng = np.random.default_rng(5)
+    tmpl = [r for r in recs if (r.model, r.site, r.item_id, r.seed) == ("m", "resid_post.3", "item0", 0)]
+    dose8 = [r.model_copy(update={"key": trial_key([f"d8-{i}-{seed}", r.condition]), "pair_id": f"d8-{i}-{seed}",
+                                  "dose": 8.0, "item_id": f"item{i}", "seed": seed,
+                                  "domain": "knowledge" if i % 2 else "arithmetic",
+                                  "detected": bool(rng.random() < {"intervention": 0.7}.get(r.condition, 0.3))})
+             for i in range(20) for seed in (0, 1) for r in tmpl]
+    bf16 = [r.model_copy(update={"key": trial_key([r.key, "bf16"]), "dtype": "bfloat16"}) for r in recs if r.model == "m2"]
+    path = _write(tmp, "ladder", recs + dose8 + bf16)
+    return score_runs([path], n_boot=5), load_runs([path])[0]  # dose_boot and seed left to their defaults
+
+
+def test_dose_ladder_reaches_its_cells_claims_and_variance_pairs_match_within_dtype(laddered):
+    from tamperbench.owmi.analysis.score import ladder_entry
+
+    result, rows = laddered
+    det = [r for r in rows if r["probe_family"] == "detection"]
+    lad_rows = [r for r in det if r["model"] == "m" and r["site"] == "resid_post.3"]
+    assert sorted({r["dose"] for r in lad_rows}) == [4.0, 8.0] and len(lad_rows) == 48 + 20 * 2 * 4
+    cell = {"model": "m", "model_revision": REV["m"], "dtype": "float32", "benchmark": "b", "site": "resid_post.3",
+            "operator": "add", "probe_family": "detection", "track": "A", "hook_scope": "active"}
+    want = ladder_entry(lad_rows, 100, 0)  # the default dose_boot (100) and seed (0)
+    assert want["identified"] is True and not _close(want, ladder_entry(lad_rows, 101, 0))  # dose_boot shows
+    assert len(result["ladders"]) == 1 and result["ladders"][0]["cell"] == cell
+    assert _close({k: v for k, v in result["ladders"][0].items() if k != "cell"}, want)
+    cells = [c for c in result["cells"] if c["cell"]["probe_family"] == "detection"]
+    assert [(c["cell"]["model"], c["cell"]["dtype"], c["cell"]["site"], c["cell"]["dose"]) for c in cells] == [
+        ("m", "float32", "resid_post.3", 4.0), ("m", "float32", "resid_post.3", 8.0),
+        ("m", "float32", "resid_post.5", 4.0), ("m2", "bfloat16", "resid_post.3", 4.0),
+        ("m2", "float32", "resid_post.3", 4.0)]
+    for c in cells:  # both doses of the ladder read it; the single-dose cells read no ladder
+        ladder = want if (c["cell"]["site"], c["cell"]["model"]) == ("resid_post.3", "m") else None
+        got = claim(c["detection"], probe=None, known_positive=None, ladder=ladder,
+                    bh_reject=c["detection"]["complete"]["bh_reject"])
+        assert c["claim"] == got or (ladder is not None and _close(c["claim"], got, text=False))
+    assert "no dose ladder" not in str(cells[0]["claim"]) and "no dose ladder" in str(cells[2]["claim"])
+    # variance: m2's pairs matched within each dtype (same pair ids at float32 and bfloat16), then listed
+    # under the model's name: 12 + 12; m's over its ladder and both sites: 12 + 40 + 12
+    assert result["variance"]["m2"]["pairs"] == 24 and result["variance"]["m"]["pairs"] == 64
