@@ -2,9 +2,9 @@
 
 Why this file: the per-group calls it replaced made 300 small calls a step for Exact Words'
 ten documents. What must hold: (1) one fused prefix call per layer whatever the number of groups;
-(2) a shorter prefix's padding is masked, so what the padding holds cannot reach any row; (3) with
-one group, or groups of one length, nothing is padded and the numbers are the unpadded call's bit
-for bit; (4) in the step decoder, rows of several groups with prefixes of different lengths give
+(2) a shorter prefix's padding is masked, so what the padding holds cannot reach any row; (3) one
+group is neither copied nor padded and its numbers are the per-group call's bit for bit (the
+``depth`` preset's case); (4) in the step decoder, rows of several groups with prefixes of different lengths give
 each prompt's greedy tokens decoded alone, and the stacked prefixes are kept while the live groups
 stay the same and rebuilt when one ends. Tiny random llama (no download), as test_cascade_decoder.
 """
@@ -53,6 +53,25 @@ def _one_by_one(q, k, v, mask, groups):
     return out
 
 
+def _per_group_formula(q, k, v, mask, groups):
+    """The per-group loop this replaced, written out (one _attend and one merge per group)."""
+    b, heads, _, d = q.shape
+    kvh = k.shape[1]
+    g = heads // kvh
+    qf = q.reshape(b, kvh, g, d)
+    cm = torch.zeros(mask.shape).masked_fill_(~mask, float("-inf"))
+    o, lse = C._attend(qf, k, v, d ** -0.5, cm[:, None, None, :])
+    for idx, prefix in groups:
+        kp, vp = prefix.kv[0]
+        r = len(idx)
+        qg = qf[idx].transpose(0, 1).reshape(1, kvh, r * g, d)
+        op, lp = (t[0].reshape(kvh, r, g, -1).transpose(0, 1) for t in C._attend(qg, kp, vp, d ** -0.5))
+        both = torch.logaddexp(lse[idx], lp)
+        o[idx] = o[idx] * torch.exp(lse[idx] - both) + op * torch.exp(lp - both)
+        lse[idx] = both
+    return o.reshape(b, heads, 1, d).transpose(1, 2)
+
+
 def test_one_prefix_call_per_layer_whatever_the_groups(monkeypatch):
     calls = []
     real = C._attend
@@ -80,16 +99,23 @@ def test_padded_groups_equal_the_per_group_calls_and_padding_is_masked():
     assert torch.equal(again, fused)
 
 
-@pytest.mark.parametrize("lens", [(9,), (5, 5)])
-def test_unpadded_groups_are_bitwise_the_per_group_calls(lens):
-    q, k, v, mask, prefixes = _tensors(2, lens=lens)
-    groups = _groups(prefixes, [[0, 3, 4], [1, 6]][: len(lens)])
+@pytest.mark.parametrize("slots", [[[0, 3, 4]], [[0, 1, 2, 3, 4, 5, 6]]])
+def test_one_group_is_bitwise_the_per_group_call(slots):
+    q, k, v, mask, prefixes = _tensors(2, lens=(9,))
+    groups = _groups(prefixes, slots)  # some slots ungrouped / every slot grouped (no gather)
     step = C.CascadeStep(groups, mask)
     fused = C.cascade_attention(SimpleNamespace(layer_idx=0), q, k, v, None, cascade_step=step)[0]
-    assert step.padded.mask is None
-    assert torch.equal(fused, _one_by_one(q, k, v, mask, groups))
-    if len(lens) == 1:
-        assert step.padded.nbytes == 0  # one group: its own tensors, no copy
+    assert step.padded.mask is None and step.padded.nbytes == 0  # its own tensors, no copy
+    assert torch.equal(fused, _per_group_formula(q, k, v, mask, groups))
+
+
+def test_groups_of_one_length_are_stacked_unpadded():
+    q, k, v, mask, prefixes = _tensors(2, lens=(5, 5))
+    groups = _groups(prefixes, [[0, 3, 4], [1, 6]])
+    step = C.CascadeStep(groups, mask)
+    fused = C.cascade_attention(SimpleNamespace(layer_idx=0), q, k, v, None, cascade_step=step)[0]
+    assert step.padded.mask is None and step.padded.nbytes == 2 * 3 * 2 * 5 * 16 * 4
+    assert torch.allclose(fused, _one_by_one(q, k, v, mask, groups), atol=1e-6, rtol=0)
 
 
 def test_decoder_groups_of_different_prefix_lengths_equal_each_prompt_alone(monkeypatch):

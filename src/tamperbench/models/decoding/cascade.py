@@ -70,8 +70,8 @@ class PaddedPrefixes:
     prefix is zero-padded after its end and its padding masked with -inf (``mask``, (G, 1, 1, P_max)),
     which adds exact zeros to the softmax. Rounding: a padded prefix's softmax is summed over more
     (zero) terms in other blocks, so it can differ from the unpadded call in the last float32 bits
-    (the private columns were already padded to the batch's longest row the same way); one group, or
-    groups of one length, are not padded and give the unpadded call's numbers bit for bit. Built per
+    (the private columns were already padded to the batch's longest row the same way); one group is
+    not stacked or padded and gives the per-group path's numbers bit for bit. Built per
     layer on first use and kept while the set of live groups stays the same (a decoder caches it).
     """
 
@@ -120,22 +120,24 @@ class PaddedPrefixes:
 class _Layout:
     """Where each grouped row's query goes in the padded (G, rows_max) query batch, and back."""
 
-    rows: torch.Tensor  # (R,) the grouped slots, group after group
+    rows: torch.Tensor  # (R,) the grouped slots, ascending
     sel: torch.Tensor  # (G * rows_max,) slot of each padded query row (padding repeats a real row)
     back: torch.Tensor  # (R,) position of ``rows[i]`` among the padded query rows
     rows_max: int
+    every: bool  # every slot is grouped (rows == 0..b-1): the merge needs no gather or scatter
 
 
-def _layout(groups: list[tuple[torch.Tensor, SharedPrefix]], device) -> _Layout:
+def _layout(groups: list[tuple[torch.Tensor, SharedPrefix]], b: int, device) -> _Layout:
     rmax = max(len(idx) for idx, _ in groups)
     sel: list[int] = []
-    back: list[int] = []
+    at: dict[int, int] = {}
     for gi, (idx, _) in enumerate(groups):
         ids = idx.tolist()
-        back.extend(range(gi * rmax, gi * rmax + len(ids)))
+        at.update((s, gi * rmax + j) for j, s in enumerate(ids))
         sel.extend(ids + [ids[0]] * (rmax - len(ids)))
+    rows = sorted(at)
     as_t = lambda x: torch.tensor(x, dtype=torch.long, device=device)  # noqa: E731
-    return _Layout(torch.cat([idx for idx, _ in groups]).to(device), as_t(sel), as_t(back), rmax)
+    return _Layout(as_t(rows), as_t(sel), as_t([at[s] for s in rows]), rmax, rows == list(range(b)))
 
 
 @dataclass
@@ -156,7 +158,7 @@ class CascadeStep:
         if self.padded is None or self.padded.prefixes != tuple(p for _, p in self.groups):
             self.padded = PaddedPrefixes.of(p for _, p in self.groups)
         if self._layout is None:
-            self._layout = _layout(self.groups, self.colmask.device)
+            self._layout = _layout(self.groups, self.colmask.shape[0], self.colmask.device)
         return self._layout, self.padded
 
 
@@ -273,10 +275,14 @@ def cascade_attention(module, query, key, value, attention_mask, dropout: float 
         op, lp = _attend(qg, kp, vp, scale, padded.mask)
         op = op.reshape(G, kvh, rm, g, d).permute(0, 2, 1, 3, 4).reshape(G * rm, kvh, g, d)[lay.back]
         lp = lp.reshape(G, kvh, rm, g, 1).permute(0, 2, 1, 3, 4).reshape(G * rm, kvh, g, 1)[lay.back]
-        rows = lay.rows
-        lo = lse[rows]
-        both = torch.logaddexp(lo, lp)
-        o[rows] = o[rows] * torch.exp(lo - both) + op * torch.exp(lp - both)
+        if lay.every:
+            both = torch.logaddexp(lse, lp)
+            o = o * torch.exp(lse - both) + op * torch.exp(lp - both)
+        else:
+            rows = lay.rows
+            lo = lse[rows]
+            both = torch.logaddexp(lo, lp)
+            o[rows] = o[rows] * torch.exp(lo - both) + op * torch.exp(lp - both)
     cascade_step.calls += 1
     cascade_step.layers.add(module.layer_idx)
     return o.to(query.dtype).reshape(b, heads, 1, d).transpose(1, 2), None
