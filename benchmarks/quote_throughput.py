@@ -103,7 +103,7 @@ def generate(backend, calls: list[list[str]], *, max_new_tokens: int, share: boo
         os.environ[ATTENTION_ENV] = attention
     try:
         with PeakRSS() as mem:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for call in calls:
                 convs = [[{"role": "user", "content": p}] for p in call]
                 with rows_from_memory(backend) if BY_MEMORY else nullcontext():
@@ -115,6 +115,7 @@ def generate(backend, calls: list[list[str]], *, max_new_tokens: int, share: boo
                     else:
                         stats[k] = max(stats.get(k, 0), v) if k == "batch_rows" else stats.get(k, 0) + v
             seconds = time.perf_counter() - t0
+            stats["cpu_seconds"] = time.process_time() - c0  # this process's CPU time: less sensitive to load
     finally:
         if attention is not None:
             os.environ.pop(ATTENTION_ENV) if old is None else os.environ.__setitem__(ATTENTION_ENV, old)
@@ -128,7 +129,7 @@ def _line(name: str, n: int, t: float, st: dict, peak: int) -> str:
                 f"{st.get('cascade_groups', 0)} groups)")
     return (f"  {name}: {n:3d} prompts {t:7.1f} s ({t / n:5.2f} s a prompt); prefill {st['prefill_tokens']:6d} tokens "
             f"in {st['prefill_seconds']:6.1f} s, decode {st['decode_tokens']:5d} tokens in {st['decode_seconds']:6.1f} s; "
-            f"rows {st['batch_rows']}; peak RSS {peak / 2**30:.1f} GB{path}")
+            f"rows {st['batch_rows']}; peak RSS {peak / 2**30:.1f} GB; CPU {st.get('cpu_seconds', 0):.1f} s{path}")
 
 
 def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, alone_first: bool = False,
@@ -173,8 +174,9 @@ def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, alone_
         print(f"  identical answers: {same}/{n}")
         verdict = "" if target is None else f" (target >= {target}x: {'met' if ratio >= target else 'NOT met'})"
         print(f"  ratio alone/shared ({st_s.get('shared_prefix_attention', '?')} attention): {ratio:.2f}x{verdict}; "
-              f"prefill tokens {st_a['prefill_tokens'] / st_s['prefill_tokens']:.1f}x fewer; load average "
-              f"{os.getloadavg()[0]:.1f}", flush=True)
+              f"in CPU time {st_a['cpu_seconds'] / st_s['cpu_seconds']:.2f}x; prefill tokens "
+              f"{st_a['prefill_tokens'] / st_s['prefill_tokens']:.1f}x fewer; load average {os.getloadavg()[0]:.1f}",
+              flush=True)
     return first or 0.0, ok
 
 
