@@ -191,6 +191,10 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
 
 
 # ---------------------------------------------------------------- precision: never one d' over mixed dtypes
+WHY_NOT = ("are not pooled into one d' (Appendix D.4: quantized and full-precision runs are not pooled; a precision "
+           "change would read as a model difference)")
+
+
 def _write(tmp, name, records):
     store = RunStore.open(tmp / name, _Spec(name=name))
     store.ensure_table(RUNS_TABLE, OwmiRun)
@@ -209,8 +213,10 @@ def precisions(tmp_path_factory):
                                "pair_id": "m3" + r.pair_id[2:], "dtype": "bfloat16"}) for r in recs if r.model == "m2"]
     mixed = [r.model_copy(update={"dtype": "bfloat16"}) if r.model == "m2" else r for r in recs]
     quant = [r.model_copy(update={"quantized": True}) if r.model == "m" else r for r in recs]
+    quant += [r.model_copy(update={"dtype": "float32", "quantized": True}) for r in m3]
+    loc = [r.model_copy(update={"key": trial_key([r.key, "loc"]), "probe_family": "localization"}) for r in recs]
     out = {}
-    for name, rs in (("mixed", mixed), ("three", recs + m3), ("quant", quant)):
+    for name, rs in (("mixed", mixed), ("three", recs + m3), ("quant", quant), ("no_detection", loc)):
         path = _write(tmp, name, rs)
         out[name] = (score_runs([path], n_boot=5, dose_boot=0), load_runs([path])[0])
     return out
@@ -227,7 +233,9 @@ def test_all_models_pool_only_within_one_precision(precisions):
     assert note["formed"] == []
     assert note["precisions"] == [{"dtype": "bfloat16", "quantized": False, "model_weights": 1},
                                   {"dtype": "float32", "quantized": False, "model_weights": 1}]
-    assert "2 precisions" in note["reason"] and "not pooled" in note["reason"] and "D.4" in note["reason"]
+    assert note["reason"] == (
+        "runs at 2 precisions (bfloat16, full precision: 1 model revision; float32, full precision: 1 model revision) "
+        f"{WHY_NOT}; no precision holds two model weights, so each model has its own pool only")
     md = to_markdown(result)
     assert "- all-models pools: none (runs at 2 precisions" in md
 
@@ -242,15 +250,27 @@ def test_all_models_pool_only_within_one_precision(precisions):
     assert pool["complete"]["pairs"] == 36  # 24 + 12: m3's 12 bfloat16 pairs stay out
     assert {k: v for k, v in pool.items() if k != "pool"} == detection_entry(f32, 5, SEED)
     assert result["all_models_pool"]["formed"] == ["all models [float32, full precision]"]
-    assert "one all-models pool per precision" in result["all_models_pool"]["reason"]
+    assert result["all_models_pool"]["reason"] == (
+        "runs at 2 precisions (bfloat16, full precision: 1 model revision; float32, full precision: 2 model revisions) "
+        f"{WHY_NOT}; one all-models pool per precision holding two or more model weights")
 
-    # a dequantized GGUF (float32, quantized) is not pooled with a full-precision float32 model
+    # dequantized GGUFs (float32, quantized) are pooled with each other, not with a full-precision float32 model
     result, rows = precisions["quant"]
-    assert [p["pool"] for p in result["pooled"]] == ["m [revmmmmmmmmm, float32, quantized] all detection cells",
-                                                     "m2 [rev222222222, float32] all detection cells"]
-    assert result["all_models_pool"]["formed"] == []
-    assert [(p["dtype"], p["quantized"]) for p in result["all_models_pool"]["precisions"]] == [
-        ("float32", False), ("float32", True)]
+    assert [p["pool"] for p in result["pooled"]] == [
+        "m [revmmmmmmmmm, float32, quantized] all detection cells", "m2 [rev222222222, float32] all detection cells",
+        "m3 [rev3, float32, quantized] all detection cells", "all models [float32, quantized]"]
+    q = [r for r in rows if r["quantized"] and r["probe_family"] == "detection"]
+    assert {r["model"] for r in q} == {"m", "m3"} and result["pooled"][-1]["complete"]["pairs"] == 36
+    assert result["all_models_pool"] == {
+        "formed": ["all models [float32, quantized]"],
+        "precisions": [{"dtype": "float32", "quantized": False, "model_weights": 1},
+                       {"dtype": "float32", "quantized": True, "model_weights": 2}],
+        "reason": "runs at 2 precisions (float32, full precision: 1 model revision; float32, quantized: 2 model "
+                  f"revisions) {WHY_NOT}; one all-models pool per precision holding two or more model weights"}
+    # no detection rows: no pool, and the note says so
+    result, rows = precisions["no_detection"]
+    assert rows and result["pooled"] == []
+    assert result["all_models_pool"] == {"formed": [], "precisions": [], "reason": "no detection rows"}
 
 
 # ---------------------------------------------------------------- dose ladder and variance wiring
@@ -284,7 +304,9 @@ def laddered(tmp_path_factory):
                                   "detected": bool(rng.random() < {"intervention": 0.7}.get(r.condition, 0.3))})
              for i in range(20) for seed in (0, 1) for r in tmpl]
     bf16 = [r.model_copy(update={"key": trial_key([r.key, "bf16"]), "dtype": "bfloat16"}) for r in recs if r.model == "m2"]
-    path = _write(tmp, "ladder", recs + dose8 + bf16)
+    conf = [r.model_copy(update={"key": trial_key([r.key, "conf"]), "probe_family": "confidence",
+                                 "confidence": round(float(rng.random()), 3)}) for r in recs if r.model == "m2"]
+    path = _write(tmp, "ladder", recs + dose8 + bf16 + conf)
     return score_runs([path], n_boot=5), load_runs([path])[0]  # dose_boot and seed left to their defaults
 
 
@@ -312,6 +334,14 @@ def test_dose_ladder_reaches_its_cells_claims_and_variance_pairs_match_within_dt
                     bh_reject=c["detection"]["complete"]["bh_reject"])
         assert c["claim"] == got or (ladder is not None and _close(c["claim"], got, text=False))
     assert "no dose ladder" not in str(cells[0]["claim"]) and "no dose ladder" in str(cells[2]["claim"])
+    # a confidence-probe cell: a detection entry (its report is scored as one) and its confidence entry
+    from tamperbench.owmi.analysis.score import confidence_entry
+
+    conf = [c for c in result["cells"] if c["cell"]["probe_family"] == "confidence"]
+    conf_rows = [r for r in rows if r["probe_family"] == "confidence"]
+    assert len(conf) == 1 and conf[0]["runs"] == len(conf_rows) == 48
+    assert conf[0]["detection"] == detection_entry(conf_rows, 5, 0)
+    assert conf[0]["confidence"] == confidence_entry(conf_rows) and conf[0]["confidence"]["n"] == 24
     # variance: m2's pairs matched within each dtype (same pair ids at float32 and bfloat16), then listed
     # under the model's name: 12 + 12; m's over its ladder and both sites: 12 + 40 + 12
     assert result["variance"]["m2"]["pairs"] == 24 and result["variance"]["m"]["pairs"] == 64
