@@ -152,7 +152,11 @@ class SwapEngine:
         tasks = list(tasks)
         if not tasks:
             raise UserError("no questions to run (empty question list)")
-        dec = self.backend.step_decoder(topk=self.topk, capacity=self.batch_size)
+        # no more slots than these tasks can fill (a prefix row per question, a row per trial, each
+        # trial's branch rows live at most ``window`` steps): KV buffers are sized by capacity
+        branch = 1 + (self.window if self.matched_branches else 0)
+        fill = sum(1 + len(t.substitutions) * branch for t in tasks)
+        dec = self.backend.step_decoder(topk=self.topk, capacity=min(self.batch_size, fill))
         # a row spans its prompt, the budget and one hole per swap: sized once, not grown every 64 columns
         dec.reserve_columns(max(len(t.prompt_ids) for t in tasks) + self.budget + dec.kv.column_chunk)
         todo = deque(_Question(t) for t in tasks)
