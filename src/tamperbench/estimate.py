@@ -212,10 +212,8 @@ def quote_plan(spec, out, backend) -> Plan:
     """Pending Exact Words trials of ``spec`` against ``out``; prefill counts each shared prefix
     once per generation call, as ``generate_chat`` does (models/prefix_share.py)."""
     from tamperbench.models.prefix_share import plan_groups, prefill_cost
-    from tamperbench.quote.runner import build_trials
+    from tamperbench.quote.runner import build_trials, call_size, data_sha256, generation_calls
     from tamperbench.quote.runner import plan as quote_pending
-
-    from tamperbench.quote.runner import data_sha256
 
     spec = spec.model_copy(update={"data_sha256": data_sha256()})  # as run_quote does: keys depend on it
     store = _open_read_only(out)
@@ -224,11 +222,21 @@ def quote_plan(spec, out, backend) -> Plan:
         total = len(build_trials(spec))
     finally:
         store.close()
-    batch = int(spec.batch_size or backend.max_batch_size)
-    prompts = [backend.chat_ids([{"role": "user", "content": u.payload.prompt}]) for u in units]
-    prefill = sum(prefill_cost(plan_groups(prompts[s:s + batch]), prompts[s:s + batch])
-                  for s in range(0, len(prompts), batch))
-    notes = [f"prompt tokens without prefix reuse: {sum(map(len, prompts)):,}"]
+    # the runner's own calls (quote/runner.py work): per repeat, cut by call_size/generation_calls
+    bs, keep_documents, by_memory = call_size(backend, spec.batch_size)
+    trials = [u.payload for u in units]
+    calls = [call for repeat in sorted({t.repeat for t in trials})
+             for call in generation_calls([t for t in trials if t.repeat == repeat], bs, keep_documents=keep_documents)]
+    ids = {t.key: backend.chat_ids([{"role": "user", "content": t.prompt}]) for t in trials}
+    prefill = 0
+    for call in calls:
+        prompts = [ids[t.key] for t in call]
+        prefill += prefill_cost(plan_groups(prompts), prompts)
+    # rows decoded at once: a call's trials when memory decides (as far as it allows), else the cap
+    batch = max(map(len, calls), default=1) if by_memory else min(bs, max(map(len, calls), default=1))
+    notes = [f"prompt tokens without prefix reuse: {sum(map(len, ids.values())):,}",
+             f"{len(calls)} generation call(s) of up to {bs} trials"
+             + ("; each call's rows decoded at once as far as memory allows" if by_memory else "")]
     return Plan("quote", len(units), total - len(units), len(units) * spec.max_new_tokens, prefill, batch,
                 notes=notes)
 

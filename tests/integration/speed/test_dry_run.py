@@ -57,3 +57,17 @@ def test_quote_dry_run(tmp_path):
     assert "74 trials in the spec, 0 already stored, 74 to run" in res.output
     assert f"at most {74 * 96:,}" in res.output
     assert "ETA: at most" in res.output and not run_dir.exists()
+    # the runner's calls (quote/runner.py call_size): no --batch-size packs up to 4 x 64 trials per
+    # call and decodes a call's rows together, so the ETA is for one wave of 74 rows, not 64 + 10
+    assert "batch 74" in res.output and "1 generation call(s) of up to 256 trials" in res.output, res.output
+
+
+def test_quote_dry_run_explicit_batch_size_is_the_cap(tmp_path):
+    res = CliRunner().invoke(quote_app, ["run", "--dry-run", "--out", str(tmp_path / "q"), "--device", "cpu",
+                                         "--batch-size", "16"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    # documents are kept whole in calls of about 16 trials: more than 74 / 16 rounded up is impossible
+    # to beat, and every call decodes at most 16 rows
+    assert "batch 16" in res.output, res.output
+    calls = int(re.search(r"(\d+) generation call\(s\) of up to 16 trials", res.output).group(1))
+    assert calls >= 5, res.output
