@@ -7,27 +7,10 @@ Same model shape as tests/unit/models/test_memory_rule.py (SmolLM2-135M's dims, 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-import torch
-
 from tamperbench.models import memory as M
 
 
-class _Shape:
-    """SmolLM2-135M's dims only: 30 layers, hidden 576, 9 query / 3 kv heads of 64, MLP 1,536."""
-
-    def __init__(self):
-        self.config = SimpleNamespace(num_hidden_layers=30, hidden_size=576, num_attention_heads=9,
-                                      num_key_value_heads=3, head_dim=64, intermediate_size=1536,
-                                      vocab_size=49152, _attn_implementation="sdpa")
-        self._p = torch.zeros(1, dtype=torch.float32)
-
-    def parameters(self):
-        yield self._p
-
-
-def test_footprint_with_private_rows_by_hand():
+def test_footprint_with_private_rows_by_hand(smollm2_shape):
     # 10 rows of 3,220-token prompts sharing a 3,120-token prefix: 100 private prompt tokens + 8 new
     #   KV a row 46,080 x ((4 x 108) // 3 + 80 = 224) = 10,321,920; x 10 = 103,219,200, plus 1.5 rows
     #   / 30 layers = 5,160,960
@@ -36,20 +19,20 @@ def test_footprint_with_private_rows_by_hand():
     #   the prefix scores: 12 B x 10 rows x 9 heads x 3,220 columns = 3,477,600
     expect = 103_219_200 + 5_160_960 + 15_728_640 + 2_339_330_000 + 148_377_600 + 3_477_600
     assert expect == 2_615_294_000
-    got = M.footprint(_Shape(), 10, prompt_len=3220, new_tokens=8, private_len=100, shared_tokens=3120)
+    got = M.footprint(smollm2_shape, 10, prompt_len=3220, new_tokens=8, private_len=100, shared_tokens=3120)
     assert got == expect
     # two groups of 3,000-token prefixes, both live: 6,000 shared tokens held once
-    two = M.footprint(_Shape(), 10, prompt_len=3220, new_tokens=8, private_len=100, shared_tokens=6000)
+    two = M.footprint(smollm2_shape, 10, prompt_len=3220, new_tokens=8, private_len=100, shared_tokens=6000)
     assert two - got == 46_080 * (6000 - 3220)
 
 
-def test_cascade_fits_far_more_rows_of_a_shared_document():
-    budget = M.footprint(_Shape(), 10, prompt_len=3220, new_tokens=96)  # exactly 10 copy-path rows
-    assert M.rows_that_fit(_Shape(), prompt_len=3220, new_tokens=96, budget=budget, cap=256) == 10
-    rows = M.rows_that_fit(_Shape(), prompt_len=3220, new_tokens=96, budget=budget, cap=256, private_len=100,
+def test_cascade_fits_far_more_rows_of_a_shared_document(smollm2_shape):
+    budget = M.footprint(smollm2_shape, 10, prompt_len=3220, new_tokens=96)  # exactly 10 copy-path rows
+    assert M.rows_that_fit(smollm2_shape, prompt_len=3220, new_tokens=96, budget=budget, cap=256) == 10
+    rows = M.rows_that_fit(smollm2_shape, prompt_len=3220, new_tokens=96, budget=budget, cap=256, private_len=100,
                            shared_tokens=3120)
     assert rows > 40
     # without a shared prefix (private = the whole prompt) the rule is the copy path's, plus the scores
-    same = M.rows_that_fit(_Shape(), prompt_len=3220, new_tokens=96, budget=budget, cap=256, private_len=3220,
+    same = M.rows_that_fit(smollm2_shape, prompt_len=3220, new_tokens=96, budget=budget, cap=256, private_len=3220,
                            shared_tokens=0)
     assert same == 9

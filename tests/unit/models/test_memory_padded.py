@@ -7,37 +7,19 @@ many columns it holds. Hand-computed bytes; SmolLM2-135M's dims (46,080 KV bytes
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-import torch
-
 from tamperbench.models import memory as M
 from tamperbench.models.prefix_share import Group, PrefixAdmitter
 
 
-
-class _Shape:
-    """SmolLM2-135M's dims only (as tests/unit/models/test_memory_cascade.py)."""
-
-    def __init__(self):
-        self.config = SimpleNamespace(num_hidden_layers=30, hidden_size=576, num_attention_heads=9,
-                                      num_key_value_heads=3, head_dim=64, intermediate_size=1536,
-                                      vocab_size=49152, _attn_implementation="sdpa")
-        self._p = torch.zeros(1, dtype=torch.float32)
-
-    def parameters(self):
-        yield self._p
-
-
-def test_the_stacked_copy_is_counted_once_by_hand():
-    base = M.footprint(_Shape(), 58, prompt_len=420, new_tokens=96, private_len=90, shared_tokens=3300)
+def test_the_stacked_copy_is_counted_once_by_hand(smollm2_shape):
+    base = M.footprint(smollm2_shape, 58, prompt_len=420, new_tokens=96, private_len=90, shared_tokens=3300)
     # ten documents, the longest 380 tokens: 10 x 380 = 3,800 columns x 46,080 bytes = 175,104,000
-    padded = M.footprint(_Shape(), 58, prompt_len=420, new_tokens=96, private_len=90, shared_tokens=3300,
+    padded = M.footprint(smollm2_shape, 58, prompt_len=420, new_tokens=96, private_len=90, shared_tokens=3300,
                          padded_tokens=3800)
     assert padded - base == 175_104_000
-    assert M.footprint(_Shape(), 59, prompt_len=420, new_tokens=96, private_len=90, shared_tokens=3300,
+    assert M.footprint(smollm2_shape, 59, prompt_len=420, new_tokens=96, private_len=90, shared_tokens=3300,
                        padded_tokens=3800) - padded == M.footprint(
-        _Shape(), 59, prompt_len=420, new_tokens=96, private_len=90, shared_tokens=3300) - base  # not per row
+        smollm2_shape, 59, prompt_len=420, new_tokens=96, private_len=90, shared_tokens=3300) - base  # not per row
 
 
 def _admitter(prefixes):
