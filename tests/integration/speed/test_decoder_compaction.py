@@ -15,18 +15,6 @@ from tamperbench.models.decoding import StepDecoder
 V = 96
 
 
-def _model():
-    import transformers as tf
-    from transformers import AutoModelForCausalLM
-
-    cfg = tf.LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                         initializer_range=0.3, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                         tie_word_embeddings=False)
-    torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
-
-
 @torch.inference_mode()
 def _greedy_after(model, ctx: list[int], new: int) -> list[int]:
     ctx = list(ctx)
@@ -41,8 +29,8 @@ def _step(dec, n: int) -> None:
         dec.step()
 
 
-def test_rows_moved_into_dead_slots_decode_exactly():
-    model = _model()
+def test_rows_moved_into_dead_slots_decode_exactly(tiny_llama):
+    model = tiny_llama(V)
     g = torch.Generator().manual_seed(3)
     prompts = [torch.randint(3, V, (k,), generator=g).tolist() for k in (5, 9, 4, 7, 6, 8)]
     dec = StepDecoder(model, eos_ids=[2], topk=5, capacity=6)
@@ -69,8 +57,8 @@ def test_rows_moved_into_dead_slots_decode_exactly():
     assert ftoks[k:] == _greedy_after(model, ftoks[:k], len(ftoks) - k)
 
 
-def test_all_rows_released_resets_the_batch():
-    model = _model()
+def test_all_rows_released_resets_the_batch(tiny_llama):
+    model = tiny_llama(V)
     dec = StepDecoder(model, eos_ids=[2], topk=5, capacity=2)
     rids = dec.add_rows([[5, 6, 7], [8, 9]])
     _step(dec, 2)

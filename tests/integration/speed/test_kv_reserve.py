@@ -20,18 +20,6 @@ V = 96
 CHUNK = 8  # small chunks: the growing path reallocates many times in a short run
 
 
-def _model():
-    import transformers as tf
-    from transformers import AutoModelForCausalLM
-
-    cfg = tf.LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                         initializer_range=0.3, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                         tie_word_embeddings=False)
-    torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
-
-
 def _script(dec: StepDecoder) -> tuple[list, torch.Tensor]:
     """Rows in and out, forks, rollbacks; returns every step's results and the final log-probs."""
     g = torch.Generator().manual_seed(5)
@@ -58,8 +46,8 @@ def _script(dec: StepDecoder) -> tuple[list, torch.Tensor]:
     return seen, dec.pending_logprobs([a, c, d, f]).clone()
 
 
-def test_reserved_decoder_never_reallocates_and_matches_the_growing_path():
-    model = _model()
+def test_reserved_decoder_never_reallocates_and_matches_the_growing_path(tiny_llama):
+    model = tiny_llama(V)
     grow = StepDecoder(model, eos_ids=[2], topk=5, capacity=4, column_chunk=CHUNK)
     ref, ref_logp = _script(grow)
     assert grow.kv.reallocations >= 4  # the path being replaced really grew, several times
@@ -74,8 +62,8 @@ def test_reserved_decoder_never_reallocates_and_matches_the_growing_path():
     assert torch.equal(got_logp, ref_logp)
 
 
-def test_a_row_longer_than_the_reservation_still_grows():
-    model = _model()
+def test_a_row_longer_than_the_reservation_still_grows(tiny_llama):
+    model = tiny_llama(V)
     dec = StepDecoder(model, eos_ids=[2], topk=5, capacity=2, column_chunk=CHUNK)
     assert dec.reserve_columns(10)
     [r] = dec.add_rows([list(range(3, 9))])
@@ -85,8 +73,8 @@ def test_a_row_longer_than_the_reservation_still_grows():
     assert len(dec.generated(r)) == 8
 
 
-def test_reserve_refuses_more_than_a_quarter_of_free_memory(monkeypatch):
-    model = _model()
+def test_reserve_refuses_more_than_a_quarter_of_free_memory(monkeypatch, tiny_llama):
+    model = tiny_llama(V)
     dec = StepDecoder(model, eos_ids=[2], topk=5, capacity=2, column_chunk=CHUNK)
     per = dec.kv.bytes_per_column  # 2 (k, v) x 2 layers x 2 slots x 2 heads x 8 dims x 4 bytes
     assert per == 2 * 2 * 2 * 2 * 8 * 4
