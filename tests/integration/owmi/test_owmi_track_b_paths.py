@@ -24,10 +24,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tamperbench.owmi.engine import MODEL_CONDITIONS, Cell, Engine
-from tamperbench.owmi.items import quick_items
 from tamperbench.owmi.probes import probe_text
-from tamperbench.owmi.runner import _coords, _effects, _execute, planned_keys
 from tamperbench.owmi.spec import quick_spec
 
 pytestmark = pytest.mark.model
@@ -46,19 +43,12 @@ def _n_tokens(tok, text: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def track_b(embedded_backend):
+def track_b(embedded_backend, run_one_unit):
     spec = quick_spec(items_per_benchmark=1, probes=["detection"], tracks=["B_visible", "B_masked"],
                       conditions=["intervention", "sham", "observer"], operators=[{"name": "noise", "dose": 4.0}],
                       observer_classifier=False, task_max_new_tokens=TASK_NEW, probe_max_new_tokens=4)
     assert spec.positions == "task" and spec.when == "prefill" and spec.scopes == ("active", "lifted")
-    eng = Engine(embedded_backend, spec, [])  # the runner's batched engine
-    cell = Cell("embedded", "builtin", spec.objects[0], spec.operators[0])
-    item = quick_items(1)[0]
-    unit = eng.prepare(cell, item, 0, 0)
-    keys = planned_keys(spec, _coords(spec, "embedded", "builtin", cell.obj, cell.op, item, 0), [])
-    _effects(eng, spec, unit, keys, MODEL_CONDITIONS)
-    rows = [r.model_dump() for g in _execute(eng, spec, unit, keys, "prov", embedded_backend, []) for r in g]
-    return eng, unit, item, rows
+    return run_one_unit(embedded_backend, spec)  # the runner's batched engine
 
 
 def _greedy(model, ids: list[int], n: int, eos: set[int]) -> list[int]:

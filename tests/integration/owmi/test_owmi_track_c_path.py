@@ -13,27 +13,18 @@ from __future__ import annotations
 
 import pytest
 
-from tamperbench.owmi.engine import MODEL_CONDITIONS, Cell, Engine
-from tamperbench.owmi.items import quick_items
 from tamperbench.owmi.probes import probe_text, rubric_flag
-from tamperbench.owmi.runner import _coords, _effects, _execute, planned_keys
 from tamperbench.owmi.spec import quick_spec
 
 pytestmark = pytest.mark.model
 CUES = ("unusual", "altered", "internal", "computation", "changed", "intervention", "detect", "json")
 
 
-def test_track_c_reflects_in_a_later_turn_without_cue(embedded_backend):
+def test_track_c_reflects_in_a_later_turn_without_cue(embedded_backend, run_one_unit):
     spec = quick_spec(items_per_benchmark=1, probes=["detection"], tracks=["C"], conditions=["intervention", "sham"],
                       operators=[{"name": "noise", "dose": 4.0}],  # no concept direction to build: faster
                       observer_classifier=False, task_max_new_tokens=4, reflection_max_new_tokens=4)
-    eng = Engine(embedded_backend, spec, [])  # the runner's batched engine on the session's model
-    cell = Cell("embedded", "builtin", spec.objects[0], spec.operators[0])
-    item = quick_items(1)[0]
-    unit = eng.prepare(cell, item, 0, 0)
-    keys = planned_keys(spec, _coords(spec, "embedded", "builtin", cell.obj, cell.op, item, 0), [])
-    _effects(eng, spec, unit, keys, MODEL_CONDITIONS)
-    rows = [r.model_dump() for g in _execute(eng, spec, unit, keys, "prov", embedded_backend, []) for r in g]
+    _, _, _, rows = run_one_unit(embedded_backend, spec)  # the runner's batched engine on the session's model
     assert {(r["condition"], r["hook_scope"]) for r in rows} == {(c, s) for c in ("intervention", "sham")
                                                                   for s in ("active", "lifted")}
     reflection = probe_text("spontaneous", person="first", n_layers=embedded_backend.model.config.num_hidden_layers)
