@@ -2,7 +2,10 @@
 claim verdicts, and the three figures readers of the paper look at.
 
 Everything comes from :func:`tamperbench.owmi.analysis.profile.score_runs` at build time, the same
-numbers ``tamperbench owmi score`` prints. Anchor runs (linear probe, known positive) given beside
+numbers ``tamperbench owmi score`` prints. Models are named by their identity's label (name,
+revision, dtype, quantized: ``owmi.analysis.identity``), as in the Markdown: one name run at two
+precisions is two rows, never two rows a reader cannot tell apart. Every cell text goes through the
+site's escaping (the templates and ``tables.escape_cell``): model names are untrusted. Anchor runs (linear probe, known positive) given beside
 engine runs appear in the three-channel figure.
 """
 
@@ -27,16 +30,20 @@ def _ci_cell(est, ci, digits: int = 3) -> Cell:
 
 
 def _tables(result: dict) -> list[LeaderTable]:
+    from tamperbench.owmi.analysis import identity
     from tamperbench.owmi.analysis.render import _cell_label, detection_rows
+
+    who = identity.result_labels(result)
 
     det = LeaderTable(slug="owmi-detection", title="OWMI detection against paired sham (complete-pair coding; "
                       "95% item-clustered bootstrap intervals)",
                       columns=["model", "cell", "pairs", "d'", "AUROC", "BH q", "margin vs random",
                                "margin vs observer", "parsed / attempted", "claim level"])
     for r in detection_rows(result):
-        c = next(c for c in result["cells"] if _cell_label(c["cell"]) == r["cell"] and c["cell"]["model"] == r["model"])
+        c = next(c for c in result["cells"] if c.get("detection") and _cell_label(c["cell"]) == r["cell"]
+                 and who[identity.of(c["cell"])] == r["identity"])
         comp = c["detection"]["complete"]
-        det.add(r["model"], r["cell"], cell(r["pairs"]), _ci_cell(comp["dprime"], comp["dprime_ci"]),
+        det.add(r["identity"], r["cell"], cell(r["pairs"]), _ci_cell(comp["dprime"], comp["dprime_ci"]),
                 _ci_cell(comp["auroc"], comp["auroc_ci"]), cell(r["bh_q"], "{:.3g}"),
                 Cell(r["margin_random"] + (f" ({r['random_kind']})" if r["random_kind"] else "")),
                 Cell(r["margin_observer"]), Cell(r["parse"]), cell(r["claim_level"]))
@@ -50,14 +57,23 @@ def _tables(result: dict) -> list[LeaderTable]:
         d = (c.get("detection") or {}).get("complete")
         k = c.get("confidence") or {}
         if d:
-            prof.add(c["cell"]["model"], label, cell(d["hit_rate"], "{:.3f}"), cell(d["false_alarm_rate"], "{:.3f}"),
+            prof.add(who[identity.of(c["cell"])], label, cell(d["hit_rate"], "{:.3f}"), cell(d["false_alarm_rate"], "{:.3f}"),
                      cell(d["dprime"], "{:.3f}"), cell(d["auroc"], "{:.3f}"), cell(k.get("selective_auroc"), "{:.3f}"),
                      cell(k.get("ece_equal_mass_10"), "{:.3f}"))
         if "claim" in c:
             v = c["claim"]
-            claims.add(c["cell"]["model"], label, cell(v["level"]), v["claim"], "; ".join(v["held"]),
+            claims.add(who[identity.of(c["cell"])], label, cell(v["level"]), v["claim"], "; ".join(v["held"]),
                        "; ".join(v["failed"]), "; ".join(v["not_measured"]))
-    return [prof, det, claims, _decay_table(result)]
+    return [prof, det, claims, _model_claims_table(result), _decay_table(result)]
+
+
+def _model_claims_table(result: dict) -> LeaderTable:
+    """The model-level D.5 lines (domain/object structure, decay counts), one row per model identity."""
+    t = LeaderTable(slug="owmi-model-claims", title="Model-level claims (Appendix D.5), one row per model weights "
+                    "and precision", columns=["model", "domain/object structure", "temporal decay"])
+    for m in result.get("model_claims", []):
+        t.add(m["label"], m["structure"], m["decay"])
+    return t
 
 
 def _decay_table(result: dict) -> LeaderTable:
@@ -67,12 +83,15 @@ def _decay_table(result: dict) -> LeaderTable:
                     f"contrasts, {100 * d.get('level', 0.95):g}% item-clustered bootstrap ({d.get('n_boot')} "
                     f"replicates, seed {d.get('seed')})", columns=["model", "cell", "contrast", "role", "items paired",
                     "d' difference", "AUROC difference", "positive", "cell verdict"])
+    from tamperbench.owmi.analysis import identity
+
+    who = identity.result_labels(result)
     for c in d.get("cells", []):
         k = c["cell"]
         label = f"{k['benchmark']} · {k['site']} · {k['operator']}@{k['dose']:g} · {k['hook_scope']}"
         for r in c["contrasts"]:
             est = [(r[s]["diff"], r[s]["ci"]) if r.get(s) else (None, None) for s in ("dprime", "auroc")]
-            t.add(k["model"], label, r["contrast"], r["role"], cell(r.get("items_paired")),
+            t.add(who[identity.of(k)], label, r["contrast"], r["role"], cell(r.get("items_paired")),
                   _ci_cell(*est[0]) if r["estimable"] else Cell(f"not estimable: {r['reason']}"), _ci_cell(*est[1]),
                   cell(r.get("positive")), c["verdict"]["level"].replace("_", " "))
     return t

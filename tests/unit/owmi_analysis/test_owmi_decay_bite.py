@@ -39,13 +39,15 @@ def test_rows_put_each_number_in_its_column():
                   "dprime_diff_ci": "[0.1000, 1.2000]", "auroc_x": 0.8, "auroc_y": 0.6, "auroc_diff": 0.2,
                   "auroc_diff_ci": "[0.0500, 0.3500]", "p_value": 0.01, "bh_q": 0.02, "positive": True,
                   "inclusive_dprime_diff": 0.7, "inclusive_dprime_diff_ci": "[0.0000, 1.0000]",
-                  "inclusive_auroc_diff": 0.19, "inclusive_auroc_diff_ci": "[0.0100, 0.3000]"}
+                  "inclusive_auroc_diff": 0.19, "inclusive_auroc_diff_ci": "[0.0100, 0.3000]",
+                  "model_revision": "r", "quantized": False, "identity": "m|x @ r float32"}
     assert list(ab) == list(bc)  # one CSV header for every row
     assert bc == {**{k: None for k in ab}, "model": "m|x", "dtype": "float32", "cell": LABEL,
                   "contrast": "B_delayed - C", "role": "primary (Eq. 19)", "track_x": "B_delayed", "track_y": "C",
                   "verdict": "one_leg", "reason": "Track C not executed in this cell (no intervention/sham rows)",
                   "dprime_diff_ci": "n/a", "auroc_diff_ci": "n/a", "inclusive_dprime_diff_ci": "n/a",
-                  "inclusive_auroc_diff_ci": "n/a"}
+                  "inclusive_auroc_diff_ci": "n/a", "model_revision": "r", "quantized": False,
+                  "identity": "m|x @ r float32"}
 
 
 def test_rows_of_a_result_without_decay():
@@ -60,12 +62,12 @@ def test_markdown_section_line_by_line():
         "| model | cell | contrast | role | items paired (dropped x / y) | pairs x / y | d' x / y | d' diff [90%] | "
         "AUROC x / y | AUROC diff [90%] | BH q | positive | inclusive coding: d' / AUROC diff |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-        f"| m\\|x | {LABEL} | A - B_delayed | primary (Eq. 19) | 7 (1 / 2) | 14 / 13 | 1.235 / 0.500 | "
+        f"| m\\|x @ r float32 | {LABEL} | A - B_delayed | primary (Eq. 19) | 7 (1 / 2) | 14 / 13 | 1.235 / 0.500 | "
         "0.735 [0.1000, 1.2000] | 0.800 / 0.600 | 0.200 [0.0500, 0.3500] | 0.0200 | True | 0.700 / 0.190 |",
-        f"| m\\|x | {LABEL} | B_delayed - C | primary (Eq. 19) | not estimable: Track C not executed in this cell "
+        f"| m\\|x @ r float32 | {LABEL} | B_delayed - C | primary (Eq. 19) | not estimable: Track C not executed in this cell "
         "(no intervention/sham rows) | | | | | | | | |",
         "",
-        "- **m\\|x · bench · resid_post.3 · active**: decay licensed for the A -> B_delayed pair only \\| x",
+        "- **m\\|x @ r float32 · bench · resid_post.3 · active**: decay licensed for the A -> B_delayed pair only \\| x",
         "  - Delta_{A-B_delayed} positive: numbers",
         "  - Delta_{B_delayed-C} not estimable \\| reason",
     ]
@@ -73,21 +75,33 @@ def test_markdown_section_line_by_line():
     # a not-estimable row first does not end the table
     swapped = {"decay": {**RESULT["decay"], "cells": [{"cell": CELL, "contrasts": [BC, AB], "verdict": VERDICT}]}}
     lines = decay_markdown(swapped)
-    assert lines[7].startswith("| m\\|x | bench · resid_post.3 · add@2.5 · active | B_delayed - C |")
-    assert lines[8].startswith("| m\\|x | bench · resid_post.3 · add@2.5 · active | A - B_delayed |")
+    assert lines[7].startswith("| m\\|x @ r float32 | bench · resid_post.3 · add@2.5 · active | B_delayed - C |")
+    assert lines[8].startswith("| m\\|x @ r float32 | bench · resid_post.3 · add@2.5 · active | A - B_delayed |")
 
 
-def test_summary_line_counts_each_verdict_of_the_model():
-    cells = [{"cell": {"model": m}, "verdict": {"level": lv}} for m, lv in
-             (("m", "one_leg"), ("m", "licensed"), ("other", "not_licensed"), ("m", "not_estimable"), ("m", "one_leg"),
-              ("m", "not_licensed"))]
-    assert decay_summary({"cells": cells}, "m") == ("temporal decay (Eq. 19, D.5): licensed in 1 of 5 cells, one pair "
+def test_summary_line_counts_each_verdict_of_one_model_identity():
+    """The line counts the cells of one identity (model, revision, dtype, quantized): the same name at
+    bfloat16, at another revision or quantized is another model's line, never counted in."""
+    f32, bf16, rev2, quant = ("m", "r", "float32", False), ("m", "r", "bfloat16", False), ("m", "r2", "float32", False), \
+        ("m", "r", "float32", True)
+    cells = [{"cell": dict(zip(("model", "model_revision", "dtype", "quantized"), i)), "verdict": {"level": lv}}
+             for i, lv in ((f32, "one_leg"), (f32, "licensed"), (("other", "r", "float32", False), "not_licensed"),
+                           (f32, "not_estimable"), (bf16, "licensed"), (f32, "one_leg"), (rev2, "one_leg"),
+                           (f32, "not_licensed"), (quant, "not_estimable"), (bf16, "licensed"))]
+    assert decay_summary({"cells": cells}, f32) == ("temporal decay (Eq. 19, D.5): licensed in 1 of 5 cells, one pair "
                                                     "only in 2 of 5 cells, not licensed in 1 of 5 cells, not estimable "
                                                     "in 1 of 5 cells")
-    assert decay_summary({"cells": cells}, "other") == "temporal decay (Eq. 19, D.5): not licensed in 1 of 1 cells"
-    assert decay_summary({"cells": cells}, "absent") == \
+    assert decay_summary({"cells": cells}, bf16) == "temporal decay (Eq. 19, D.5): licensed in 2 of 2 cells"
+    assert decay_summary({"cells": cells}, rev2) == "temporal decay (Eq. 19, D.5): one pair only in 1 of 1 cells"
+    assert decay_summary({"cells": cells}, quant) == "temporal decay (Eq. 19, D.5): not estimable in 1 of 1 cells"
+    assert decay_summary({"cells": cells}, ("other", "r", "float32", False)) == \
+        "temporal decay (Eq. 19, D.5): not licensed in 1 of 1 cells"
+    # a cell written without the quantized flag (older records) is full precision
+    old = [{"cell": {"model": "m", "model_revision": "r", "dtype": "float32"}, "verdict": {"level": "licensed"}}]
+    assert decay_summary({"cells": old}, f32) == "temporal decay (Eq. 19, D.5): licensed in 1 of 1 cells"
+    assert decay_summary({"cells": cells}, ("absent", "r", "float32", False)) == \
         "temporal decay (Eq. 19): not estimable (no detection or spontaneous rows)"
-    assert decay_summary(None, "m") == decay_summary({}, "m") == "temporal decay: not analysed"
+    assert decay_summary(None, f32) == decay_summary({}, f32) == "temporal decay: not analysed"
 
 
 # -- the contrasts themselves, on rows built so that every number is known by hand ------------------------------
@@ -244,7 +258,7 @@ def test_cell_record_roles_fdr_and_unknown_track_message():
     assert d["fdr"] == ("Benjamini-Hochberg at alpha 0.2 over the Eq. 19 contrasts of every cell (AUROC difference, "
                         "normal p from the bootstrap SE)")
     (cell,) = d["cells"]
-    assert cell["cell"] == {"model": "m", "model_revision": "rev", "dtype": "float32", "benchmark": "b",
+    assert cell["cell"] == {"model": "m", "model_revision": "rev", "dtype": "float32", "quantized": False, "benchmark": "b",
                             "site": "resid_post.1", "operator": "add", "dose": 8.0, "hook_scope": "active"}
     assert [(c["contrast"], c["role"]) for c in cell["contrasts"]] == [
         ("A - B_delayed", "primary (Eq. 19)"), ("B_delayed - C", "primary (Eq. 19)"),

@@ -120,7 +120,9 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
     from statsmodels.stats.multitest import multipletests
 
     result, rows, excluded, paths, single, two = scored
-    assert two["variance"]["m2"]["pairs"] == 24  # 12 pairs under each revision, paired within its revision
+    # 12 pairs under each revision, paired within its revision and listed under it (one name, two entries)
+    assert {k: (v["model_revision"], v["pairs"]) for k, v in two["variance"].items()} == {
+        "m2 @ rev222222222 float32": (REV["m2"], 12), "m2 @ rev3 float32": ("rev3", 12)}
     # the pool over both revisions pairs within each (it raised "more than one 'intervention' row" before)
     assert [p["pool"] for p in two["pooled"]] == ["m2 [rev222222222, float32] all detection cells",
                                                    "m2 [rev3, float32] all detection cells",
@@ -182,9 +184,11 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
                      "object": ints[k]["site"], "item": ints[k]["item_id"], "seed": ints[k]["seed"]}
                     for k in sorted(ints)]
     got = result["variance"]
-    assert got["m2"] == {"estimable": False, "pairs": 12,
+    ident = {m: {"model": m, "model_revision": REV[m], "dtype": "float32", "quantized": False,
+                 "label": f"{m} @ {REV[m][:12]} float32"} for m in ("m", "m2")}
+    assert got["m2"] == {**ident["m2"], "estimable": False, "pairs": 12,
                          "reason": "needs >= 2 domains, >= 2 objects and >= 8 complete pairs"}
-    want = variance_entry({"m": pairs["m"]})["m"]
+    want = {**ident["m"], **variance_entry({"m": pairs["m"]})["m"]}
     assert got["m"]["estimable"] is True and got["m"]["pairs"] == 24
     assert got["m"] == want
     assert result["decay"] == decay_contrasts(rows, n_boot=N_BOOT, seed=SEED, level=0.95)
@@ -317,7 +321,8 @@ def test_dose_ladder_reaches_its_cells_claims_and_variance_pairs_match_within_dt
     det = [r for r in rows if r["probe_family"] == "detection"]
     lad_rows = [r for r in det if r["model"] == "m" and r["site"] == "resid_post.3"]
     assert sorted({r["dose"] for r in lad_rows}) == [4.0, 8.0] and len(lad_rows) == 48 + 20 * 2 * 4
-    cell = {"model": "m", "model_revision": REV["m"], "dtype": "float32", "benchmark": "b", "site": "resid_post.3",
+    cell = {"model": "m", "model_revision": REV["m"], "dtype": "float32", "quantized": False, "benchmark": "b",
+            "site": "resid_post.3",
             "operator": "add", "probe_family": "detection", "track": "A", "hook_scope": "active"}
     want = ladder_entry(lad_rows, 100, 0)  # the default dose_boot (100) and seed (0)
     assert want["identified"] is True and not _close(want, ladder_entry(lad_rows, 101, 0))  # dose_boot shows
@@ -342,6 +347,7 @@ def test_dose_ladder_reaches_its_cells_claims_and_variance_pairs_match_within_dt
     assert len(conf) == 1 and conf[0]["runs"] == len(conf_rows) == 48
     assert conf[0]["detection"] == detection_entry(conf_rows, 5, 0)
     assert conf[0]["confidence"] == confidence_entry(conf_rows) and conf[0]["confidence"]["n"] == 24
-    # variance: m2's pairs matched within each dtype (same pair ids at float32 and bfloat16), then listed
-    # under the model's name: 12 + 12; m's over its ladder and both sites: 12 + 40 + 12
-    assert result["variance"]["m2"]["pairs"] == 24 and result["variance"]["m"]["pairs"] == 64
+    # variance: m2's pairs matched within each dtype (same pair ids at float32 and bfloat16), one entry per
+    # dtype: 12 and 12; m's (one identity, keyed by its name) over its ladder and both sites: 12 + 40 + 12
+    assert {k: v["pairs"] for k, v in result["variance"].items()} == {
+        "m": 64, "m2 @ rev222222222 bfloat16": 12, "m2 @ rev222222222 float32": 12}

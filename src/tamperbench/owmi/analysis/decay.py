@@ -38,8 +38,9 @@ from typing import Any
 import numpy as np
 
 from tamperbench.errors import UserError
+from tamperbench.owmi.analysis import identity
 
-DECAY_FIELDS = ("model", "model_revision", "dtype", "benchmark", "site", "operator", "dose", "hook_scope")
+DECAY_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "site", "operator", "dose", "hook_scope")
 PRIMARY = (("A", "B_delayed"), ("B_delayed", "C"))  # Eq. 19, Track B = the genuinely delayed path
 SECONDARY = (("A", "B_visible"), ("A", "B_masked"))  # immediate-path context contrasts, not delay
 ENG = "tests/integration/owmi/test_owmi_engine_embedded.py"
@@ -210,7 +211,7 @@ def decay_contrasts(rows: list[dict], *, n_boot: int = 2000, seed: int = 0, leve
     cells: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         if r["condition"] in ("intervention", "sham") and r["probe_family"] in ("detection", "spontaneous"):
-            cells[tuple(r.get(f) for f in DECAY_FIELDS)].append(r)
+            cells[tuple(identity.value(r, f) for f in DECAY_FIELDS)].append(r)
     out = []
     for key, rs in sorted(cells.items(), key=lambda kv: tuple(map(str, kv[0]))):
         present = {r["track"] for r in rs}
@@ -255,11 +256,13 @@ def _fdr(cells: list[dict], alpha: float) -> None:
         c["positive"] = None if c["interval_above_zero"] is None else bool(c["interval_above_zero"] and rej)
 
 
-def decay_summary(decay: dict | None, model: str) -> str:
-    """One model-level line: how many cells reach each D.5 decay verdict."""
+def decay_summary(decay: dict | None, ident: tuple) -> str:
+    """One model-level line: how many cells of this model identity (``identity.of``: model, revision,
+    dtype, quantized) reach each D.5 decay verdict. Not the model name: a float32 and a bfloat16 run of
+    one model are separate cells, and counting them together would mix two precisions' verdicts."""
     if not decay:
         return "temporal decay: not analysed"
-    got = [c["verdict"]["level"] for c in decay["cells"] if c["cell"]["model"] == model]
+    got = [c["verdict"]["level"] for c in decay["cells"] if identity.of(c["cell"]) == tuple(ident)]
     if not got:
         return "temporal decay (Eq. 19): not estimable (no detection or spontaneous rows)"
     names = {"licensed": "licensed", "one_leg": "one pair only", "not_licensed": "not licensed",
@@ -269,10 +272,15 @@ def decay_summary(decay: dict | None, model: str) -> str:
 
 
 def decay_rows(result: dict) -> list[dict]:
-    """One flat row per (cell, contrast): the CSV, the Markdown table and the site table read these."""
+    """One flat row per (cell, contrast): the CSV, the Markdown table and the site table read these.
+
+    ``identity`` is the model identity's label (``identity.result_labels``): the name alone would show a
+    float32 and a bfloat16 cell of one model as two identical rows. The machine-readable fields come
+    last, so the earlier CSV columns keep their places."""
     from tamperbench.owmi.analysis.render import _ci
 
     out = []
+    labels = identity.result_labels(result)
     for c in (result.get("decay") or {}).get("cells", []):
         k = c["cell"]
         label = f"{k['benchmark']} · {k['site']} · {k['operator']}@{k['dose']:g} · {k['hook_scope']}"
@@ -291,6 +299,8 @@ def decay_rows(result: dict) -> list[dict]:
             inc = t.get("inclusive") or {}
             row["inclusive_dprime_diff"], row["inclusive_dprime_diff_ci"] = inc.get("dprime_diff"), _ci(inc.get("dprime_ci"))
             row["inclusive_auroc_diff"], row["inclusive_auroc_diff_ci"] = inc.get("auroc_diff"), _ci(inc.get("auroc_ci"))
+            row["model_revision"], row["quantized"] = k.get("model_revision"), bool(k.get("quantized"))
+            row["identity"] = labels[identity.of(k)]
             out.append(row)
     return out
 
@@ -312,17 +322,18 @@ def decay_markdown(result: dict) -> list[str]:
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in decay_rows(result):
         if r["reason"]:
-            L.append(f"| {_e(r['model'])} | {_e(r['cell'])} | {r['contrast']} | {_e(r['role'])} | not estimable: "
+            L.append(f"| {_e(r['identity'])} | {_e(r['cell'])} | {r['contrast']} | {_e(r['role'])} | not estimable: "
                      f"{_e(r['reason'])} | | | | | | | | |")
             continue
-        L.append(f"| {_e(r['model'])} | {_e(r['cell'])} | {r['contrast']} | {_e(r['role'])} | {r['items_paired']} "
+        L.append(f"| {_e(r['identity'])} | {_e(r['cell'])} | {r['contrast']} | {_e(r['role'])} | {r['items_paired']} "
                  f"({r['items_dropped_x']} / {r['items_dropped_y']}) | {r['pairs_x']} / {r['pairs_y']} | {_n(r['dprime_x'], 3)} / {_n(r['dprime_y'], 3)} | "
                  f"{_n(r['dprime_diff'], 3)} {r['dprime_diff_ci']} | {_n(r['auroc_x'], 3)} / {_n(r['auroc_y'], 3)} | "
                  f"{_n(r['auroc_diff'], 3)} {r['auroc_diff_ci']} | {_n(r['bh_q'], 4)} | {r['positive']} | "
                  f"{_n(r['inclusive_dprime_diff'], 3)} / {_n(r['inclusive_auroc_diff'], 3)} |")
     L.append("")
+    labels = identity.result_labels(result)
     for c in d["cells"]:
         k, v = c["cell"], c["verdict"]
-        L.append(f"- **{_e(k['model'])} · {_e(k['benchmark'])} · {_e(k['site'])} · {_e(k['hook_scope'])}**: {_e(v['claim'])}")
+        L.append(f"- **{_e(labels[identity.of(k)])} · {_e(k['benchmark'])} · {_e(k['site'])} · {_e(k['hook_scope'])}**: {_e(v['claim'])}")
         L += [f"  - {_e(w)}" for w in v["legs"]]
     return L

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tamperbench.owmi.analysis import identity
 from tamperbench.owmi.analysis.claims import claim
 from tamperbench.owmi.analysis.decay import decay_contrasts
 from tamperbench.owmi.analysis.score import (CELL_FIELDS, LADDER_FIELDS, _cells, confidence_entry, detection_entry,
@@ -42,14 +43,16 @@ def _pools(det_rows: list[dict], n_boot: int, seed: int) -> tuple[list[dict], di
     change would masquerade as a difference between models. The returned note names the
     precisions found, the pools formed and, in ``reason``, why no pool spans them all.
     A pair id names a design point, not the weights: two revisions or dtypes of one model spec share
-    them, so pairs are matched within each model's weights before their rows are pooled.
+    them, so pairs are matched within each model's weights before their rows are pooled. The
+    revision shows 12 characters, more where two revisions share those (``identity.rev_chars``).
     """
     by_model: dict[tuple, list[dict]] = defaultdict(list)
     for r in det_rows:
-        by_model[(r["model"], r["model_revision"], r["dtype"], bool(r.get("quantized")))].append(r)
+        by_model[identity.of(r)].append(r)
     pooled = []
+    n = identity.rev_chars(k[1] for k in by_model)
     for (m, rev, dt, q), rs in sorted(by_model.items()):
-        pooled.append({"pool": f"{m} [{rev[:12]}, {dt}{', quantized' if q else ''}] all detection cells",
+        pooled.append({"pool": f"{m} [{rev[:n]}, {dt}{', quantized' if q else ''}] all detection cells",
                        **detection_entry(rs, n_boot, seed)})
     by_precision: dict[tuple, list[tuple]] = defaultdict(list)
     for k in sorted(by_model):
@@ -83,7 +86,6 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
                decay_level: float = 0.95) -> dict:
     from tamperbench.stats.dose import extraction_ratio
     from tamperbench.stats.multiple import benjamini_hochberg
-    from tamperbench.stats.pairs import paired_detection
 
     rows, anchors, excluded = load_runs(paths)
     cells: list[dict[str, Any]] = []
@@ -120,15 +122,45 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
     det_rows = [r for r in rows if r["probe_family"] == "detection"]
     pooled, all_models = _pools(det_rows, n_boot, seed)
 
-    pairs_by_model: dict[str, list[dict]] = defaultdict(list)
-    for key, rs in _cells(det_rows, ("model", "model_revision", "dtype")).items():
+    decay = decay_contrasts(rows, n_boot=n_boot, seed=seed, level=decay_level)
+    variance, model_claims = _model_level(rows, det_rows, decay)
+    return {"runs": [str(p) for p in paths], "n_rows": len(rows), "excluded_runs": excluded, "cells": cells,
+            "pooled": pooled, "all_models_pool": all_models, "bh": bh, "ladders": list(ladders.values()),
+            "variance": variance, "anchors": anchors, "decay": decay, "model_claims": model_claims}
+
+
+def _model_level(rows: list[dict], det_rows: list[dict], decay: dict) -> tuple[dict, list[dict]]:
+    """Variance components and model-level claim lines, one per model identity (``identity.of``).
+
+    Why per identity and not per name: a float32 and a bfloat16 run of one model (or two revisions,
+    or a dequantized GGUF beside full precision) are different weights at different precision, and
+    their variance pairs must not be pooled (Appendix D.4), nor their decay verdicts counted
+    together. ``variance`` keeps its JSON keys for a name run under one identity (``identity.keys``);
+    each entry and each claim line carries the identity's fields and label, so a leaderboard joins
+    on (model, model_revision, dtype, quantized) rather than on a display string. A pair id names a
+    design point, not the weights, so pairs are matched within one identity's rows.
+    """
+    from tamperbench.owmi.analysis.claims import structure_claim
+    from tamperbench.owmi.analysis.decay import decay_summary
+    from tamperbench.stats.pairs import paired_detection
+
+    idents = [identity.of(r) for r in rows]
+    labels, keys = identity.labels(idents), identity.keys(idents)
+    by_ident: dict[tuple, list[dict]] = defaultdict(list)
+    for r in det_rows:
+        by_ident[identity.of(r)].append(r)
+    pairs: dict[tuple, list[dict]] = defaultdict(list)
+    for ident, rs in sorted(by_ident.items(), key=lambda kv: tuple(map(str, kv[0]))):
         p = paired_detection([r for r in rs if r["condition"] in ("intervention", "sham")])
         ints = {r["pair_id"]: r for r in rs if r["condition"] == "intervention"}
         for pid, ga, gb in zip(p["pair_ids"], p["g_a"], p["g_b"]):
             r = ints[pid]
-            pairs_by_model[key[0]].append({"s": ga - gb, "domain": r["domain"], "object": r["site"],
-                                           "item": r["item_id"], "seed": r["seed"]})
-    return {"runs": [str(p) for p in paths], "n_rows": len(rows), "excluded_runs": excluded, "cells": cells,
-            "pooled": pooled, "all_models_pool": all_models, "bh": bh, "ladders": list(ladders.values()),
-            "variance": variance_entry(dict(pairs_by_model)), "anchors": anchors,
-            "decay": decay_contrasts(rows, n_boot=n_boot, seed=seed, level=decay_level)}
+            pairs[ident].append({"s": ga - gb, "domain": r["domain"], "object": r["site"], "item": r["item_id"],
+                                 "seed": r["seed"]})
+    est = variance_entry({keys[i]: ps for i, ps in pairs.items()})
+    variance = {keys[i]: {**identity.fields(i), "label": labels[i], **est[keys[i]]} for i in pairs}
+    decay_ids = [identity.of(c["cell"]) for c in decay["cells"]]
+    claims = [{**identity.fields(i), "label": labels[i],
+               "structure": structure_claim(variance[keys[i]] if i in pairs else {}),
+               "decay": decay_summary(decay, i)} for i in dict.fromkeys([*pairs, *decay_ids])]
+    return variance, claims

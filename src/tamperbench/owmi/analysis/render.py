@@ -1,7 +1,9 @@
 """``owmi score`` output: Markdown (reading), CSV (one row per cell, spreadsheets), JSON (everything).
 
 Text from run records (model names, benchmark ids) is escaped for Markdown table cells: a
-pipe or newline in a name must not break the table.
+pipe or newline in a name must not break the table. A model is named by its identity's label
+(``identity.labels``: name, revision, dtype, quantized), never by its name alone: one name run at
+two precisions is two models here, and two rows or claim lines under one name would be ambiguous.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import csv
 import json
 import math
 from pathlib import Path
+
+from tamperbench.owmi.analysis import identity
 
 
 def _e(x) -> str:
@@ -36,7 +40,10 @@ def _margin(m: dict | None) -> str:
 
 
 def detection_rows(result: dict) -> list[dict]:
+    """One row per detection cell (CSV, Markdown, site); the identity fields come last so the earlier
+    CSV columns keep their places."""
     out = []
+    labels = identity.result_labels(result)
     for c in result["cells"]:
         d = c.get("detection")
         if not d:
@@ -52,23 +59,26 @@ def detection_rows(result: dict) -> list[dict]:
                     "parse": parse, "margin_random": _margin(mg.get("random_matched") or mg.get("random_unit")),
                     "random_kind": "matched" if "random_matched" in mg else ("unit-norm" if "random_unit" in mg else ""),
                     "margin_observer": _margin(mg.get("observer")),
-                    "claim_level": c.get("claim", {}).get("level")})
+                    "claim_level": c.get("claim", {}).get("level"),
+                    "model_revision": c["cell"].get("model_revision"), "quantized": bool(c["cell"].get("quantized")),
+                    "identity": labels[identity.of(c["cell"])]})
     return out
 
 
 def to_markdown(result: dict) -> str:
+    who = identity.result_labels(result)
     L = ["# OWMI score", "", f"Runs: {', '.join(_e(r) for r in result['runs'])} ({result['n_rows']} analysable rows; "
          f"{len(result['excluded_runs'])} excluded for unrecorded required fields)", ""]
     L += ["## Reportability profile (per model and cell; never collapsed into one number)", "",
           "| model | cell | d' | AUROC | margin vs random | margin vs observer |", "|---|---|---|---|---|---|"]
     for r in detection_rows(result):
-        L.append(f"| {_e(r['model'])} | {_e(r['cell'])} | {_n(r['dprime'])} | {_n(r['auroc'])} | {r['margin_random']}"
+        L.append(f"| {_e(r['identity'])} | {_e(r['cell'])} | {_n(r['dprime'])} | {_n(r['auroc'])} | {r['margin_random']}"
                  f"{' (' + r['random_kind'] + ')' if r['random_kind'] else ''} | {r['margin_observer']} |")
     L += ["", "## Detection against paired sham (complete-pair primary; inclusive coding as robustness)", "",
           "| model | cell | pairs | d' [95% CI] | AUROC [95% CI] | BH q | inclusive d' / AUROC (pairs) | parsed/attempted | excluded pairs |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in detection_rows(result):
-        L.append(f"| {_e(r['model'])} | {_e(r['cell'])} | {r['pairs']} | {_n(r['dprime'])} {r['dprime_ci']} | "
+        L.append(f"| {_e(r['identity'])} | {_e(r['cell'])} | {r['pairs']} | {_n(r['dprime'])} {r['dprime_ci']} | "
                  f"{_n(r['auroc'])} {r['auroc_ci']} | {_n(r['bh_q'])} | {_n(r['inclusive_dprime'])} / "
                  f"{_n(r['inclusive_auroc'])} ({r['inclusive_pairs']}) | {_e(r['parse'])} | {_e(r['excluded'])} |")
     L += ["", "Pooled (labelled pools, for precision only):", ""]
@@ -89,14 +99,14 @@ def to_markdown(result: dict) -> str:
     for c in result["cells"]:
         eq = (c.get("detection") or {}).get("complete", {}).get("equivalence") or []
         if eq and c["cell"]["probe_family"] == "detection":
-            L.append(f"- {_e(c['cell']['model'])} · {_e(_cell_label(c['cell']))}: " + "; ".join(
+            L.append(f"- {_e(who[identity.of(c['cell'])])} · {_e(_cell_label(c['cell']))}: " + "; ".join(
                 f"below {100 * e['bound']:.3f} pp at alpha {e['alpha']:g}" for e in eq))
     L += ["", "## Verbalised confidence (Brier, equal-mass ECE, selective-prediction AUROC)", "",
           "| model | cell | n | accuracy | Brier | ECE (10 equal-mass bins) | selective AUROC |", "|---|---|---|---|---|---|---|"]
     for c in result["cells"]:
         k = c.get("confidence")
         if k:
-            L.append(f"| {_e(c['cell']['model'])} | {_e(_cell_label(c['cell']))} | {k['n']} | {_n(k['accuracy'], 3)} | "
+            L.append(f"| {_e(who[identity.of(c['cell'])])} | {_e(_cell_label(c['cell']))} | {k['n']} | {_n(k['accuracy'], 3)} | "
                      f"{_n(k['brier'])} | {_n(k['ece_equal_mass_10'])} | {_n(k['selective_auroc'])} |")
     L += ["", "## Sensitivity anchors", ""]
     if not result["anchors"]:
@@ -123,31 +133,28 @@ def to_markdown(result: dict) -> str:
         L.append("- no dose ladder (fewer than two doses in every cell): m0 and lambda not estimable")
     for lad in result["ladders"]:
         m0 = lad.get("m0")
-        L.append(f"- {_e(lad['cell'].get('model'))} {_e(lad['cell'].get('site'))}: m0 = "
+        L.append(f"- {_e(who[identity.of(lad['cell'])])} {_e(lad['cell'].get('site'))}: m0 = "
                  f"{_n(m0['estimate']) if isinstance(m0, dict) else 'n/a'} "
                  f"{_ci(m0['ci']) if isinstance(m0, dict) else ''}; identified = {lad.get('identified')}; "
                  f"stratified = {lad.get('stratified')}; {_e(lad.get('reason', ''))}")
     L += ["", "## Variance components (crossed: domain, object, item, seed)", ""]
-    for m, v in result["variance"].items():
+    for v in result["variance"].values():
         if not v.get("estimable"):
-            L.append(f"- {_e(m)}: not estimable ({v['reason']}; {v['pairs']} pairs)")
+            L.append(f"- {_e(v['label'])}: not estimable ({v['reason']}; {v['pairs']} pairs)")
         else:
-            L.append(f"- {_e(m)}: " + "; ".join(f"ICC_{k} = {d['estimate']:.3f} {_ci(d['ci'], 3)}" for k, d in v["icc"].items())
+            L.append(f"- {_e(v['label'])}: " + "; ".join(f"ICC_{k} = {d['estimate']:.3f} {_ci(d['ci'], 3)}" for k, d in v["icc"].items())
                      + "; " + "; ".join(f"Delta_{k} = {d['estimate']:+.3f} {_ci(d['ci'], 3)}" for k, d in v["delta"].items()))
-    from tamperbench.owmi.analysis.claims import structure_claim
-    from tamperbench.owmi.analysis.decay import decay_markdown, decay_summary
+    from tamperbench.owmi.analysis.decay import decay_markdown
 
     L += decay_markdown(result)
     L += ["", "## Claim verdicts (Appendix D.5)", ""]
-    decay_models = [c["cell"]["model"] for c in (result.get("decay") or {}).get("cells", [])]
-    for m in dict.fromkeys([*result["variance"], *decay_models]):
-        L.append(f"- **{_e(m)}** (model level): {structure_claim(result['variance'].get(m, {}))}; "
-                 f"{decay_summary(result.get('decay'), m)}")
+    for m in result["model_claims"]:
+        L.append(f"- **{_e(m['label'])}** (model level): {_e(m['structure'])}; {_e(m['decay'])}")
     for c in result["cells"]:
         if "claim" in c:
             v = c["claim"]
             rho = c.get("rho")
-            L.append(f"- **{_e(c['cell']['model'])} · {_e(_cell_label(c['cell']))}** - level {v['level']}: {v['claim']}")
+            L.append(f"- **{_e(who[identity.of(c['cell'])])} · {_e(_cell_label(c['cell']))}** - level {v['level']}: {v['claim']}")
             for tag, items in (("held", v["held"]), ("failed", v["failed"]), ("not measured", v["not_measured"])):
                 for it in items:
                     L.append(f"  - {tag}: {_e(it)}")

@@ -1,8 +1,9 @@
 """Score OWMI runs: per (model, cell) detection, controls, parse rates, confidence, equivalence,
 dose-response, variance components, with the anchors beside them (Sections 3.4-3.6, 7; App. C-D).
 
-A cell here is (model, revision, dtype, benchmark, site, operator, dose, probe family, track,
-hook scope): runs of different precision are never pooled (Appendix D.4), and scopes stay apart
+A cell here is (model, revision, dtype, quantized, benchmark, site, operator, dose, probe family,
+track, hook scope): runs of different precision are never pooled (Appendix D.4; a dequantized GGUF
+read at float32 is not float32 weights, so the quantized flag is part of the cell), and scopes stay apart
 because the scope contrast is itself a quantity of interest (Section 3.6). A pooled row per model
 (and over all models of one precision: ``profile._pools``) is added to the detection table, each
 clearly labelled.
@@ -21,8 +22,9 @@ import numpy as np
 from scipy.stats import norm
 
 from tamperbench.errors import UserError
+from tamperbench.owmi.analysis import identity
 
-CELL_FIELDS = ("model", "model_revision", "dtype", "benchmark", "site", "operator", "dose", "probe_family",
+CELL_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "site", "operator", "dose", "probe_family",
                "track", "hook_scope")
 LADDER_FIELDS = tuple(f for f in CELL_FIELDS if f != "dose")
 ALPHAS = (0.05, 0.01, 0.0001)
@@ -61,7 +63,7 @@ def load_runs(paths: Sequence[str | Path]) -> tuple[list[dict], list[dict], list
 def _cells(rows: list[dict], fields=CELL_FIELDS) -> dict[tuple, list[dict]]:
     out: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
-        out[tuple(r.get(f) for f in fields)].append(r)
+        out[tuple(identity.value(r, f) for f in fields)].append(r)
     return dict(sorted(out.items(), key=lambda kv: tuple(map(str, kv[0]))))
 
 
@@ -153,7 +155,10 @@ def ladder_entry(rows: list[dict], n_boot: int, seed: int) -> dict | None:
 
 
 def variance_entry(pairs_by_model: dict[str, list[dict]]) -> dict:
-    """Crossed components of the per-pair graded margin over domain, object (site), item, seed."""
+    """Crossed components of the per-pair graded margin over domain, object (site), item, seed.
+
+    One entry per key of ``pairs_by_model``; ``profile.score_runs`` keys it by model identity
+    (``identity.keys``), so the pairs of one entry all come from one set of weights at one precision."""
     from tamperbench.stats.variance import icc_contrasts
 
     out = {}
