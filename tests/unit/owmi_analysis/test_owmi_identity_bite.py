@@ -183,3 +183,26 @@ def test_hostile_names_never_share_a_label_or_a_key():
     assert identity.keys([x, y, z]) == {y: "m @ r float32", z: "m @ r2 float32", x: "m @ r float32 @ x float16"}
     assert identity.keys([x, ("other", "r", "float32", False)]) == {x: "m @ r float32",
                                                                    ("other", "r", "float32", False): "other"}
+
+
+def test_labels_sort_identities_whose_revision_is_missing():
+    """A hand-written cell without a revision gives None beside strings: the labels still sort (by
+    text), where a plain tuple sort would raise TypeError comparing None with a string."""
+    a, b = ("m", None, "float32", False), ("m", "r", "float32", False)
+    assert identity.labels([b, a]) == {a: "m @ None float32", b: "m @ r float32"}
+    assert identity.keys([b, a]) == {a: "m @ None float32", b: "m @ r float32"}
+    c = ("m", "r", "float32 (quantized)", False)  # the numbered label goes to the later one in text order
+    assert identity.labels([c, ("m", None, "float32", True), ("m", "r", "float32", True)])[c] == \
+        "m @ r float32 (quantized) #2"
+
+
+def test_result_labels_read_the_cells_and_the_decay_cells_together():
+    """An identity with only non-detection rows has cells but no decay cell, and the reverse can hold
+    for hand-written results: the labels cover both, and the revision prefix is chosen over both."""
+    f = ("model", "model_revision", "dtype", "quantized")
+    a, b = ("m", "rev" + "x" * 12 + "1", "float32", False), ("m", "rev" + "x" * 12 + "2", "bfloat16", True)
+    result = {"cells": [{"cell": dict(zip(f, a))}], "decay": {"cells": [{"cell": dict(zip(f, b))}]}}
+    assert identity.result_labels(result) == {a: "m @ rev" + "x" * 12 + "1 float32",
+                                              b: "m @ rev" + "x" * 12 + "2 bfloat16 (quantized)"}
+    assert identity.result_labels({"cells": [{"cell": dict(zip(f, a))}]}) == {a: "m @ revxxxxxxxxx float32"}
+    assert identity.result_labels({"decay": None, "cells": None}) == {}

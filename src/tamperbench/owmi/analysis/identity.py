@@ -74,13 +74,11 @@ def keys(idents: Iterable[tuple]) -> dict[tuple, str]:
     name where the run set holds that name under one identity only, so the output of a
     single-identity run keeps its keys; the full label where the name has several identities.
     A name equal to another identity's label is hostile; it falls back to its own label too."""
-    ids = sorted(set(idents), key=lambda i: tuple(map(str, i)))
+    ids = set(idents)
     lab = labels(ids)
-    per_name: dict = {}
-    for i in ids:
-        per_name[i[0]] = per_name.get(i[0], 0) + 1
-    out = {i: (str(i[0]) if per_name[i[0]] == 1 else lab[i]) for i in ids}
-    while True:  # labels are distinct, so each round turns at least one clashing name into its label
+    out = {i: str(i[0]) for i in ids}
+    while True:  # a name held by several identities clashes with itself: all of them take their labels;
+        # labels are distinct, so each round turns at least one clashing name into its label
         taken = list(out.values())
         clash = [i for i, k in out.items() if taken.count(k) > 1 and k != lab[i]]
         if not clash:
