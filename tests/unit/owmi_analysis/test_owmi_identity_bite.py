@@ -156,6 +156,21 @@ def test_a_dequantized_gguf_at_float32_is_not_the_float32_weights(tmp_path, alon
     assert {c["cell"]["quantized"] for c in result["decay"]["cells"]} == {False, True}
 
 
+def test_an_identity_without_a_complete_pair_has_a_claim_line_but_no_variance_entry(tmp_path, alone):
+    """bfloat16 runs whose sham reports all failed to parse: no complete pair, so no variance entry, yet
+    their decay cells exist (intervention and sham rows) and their claim line says so, beside float32's."""
+    m = _m()
+    unparsed = [r.model_copy(update={"parse_ok": False, "detected": None, "graded": None})
+                if r.condition == "sham" else r for r in _copy(m, "bf16", 1.0, dtype="bfloat16")]
+    result = _score(tmp_path, "unparsed", m + unparsed)
+    f32, bf16 = "m @ revmmmmmmmmm float32", "m @ revmmmmmmmmm bfloat16"
+    assert result["variance"] == {f32: {**alone, "label": f32}}
+    assert result["model_claims"] == [
+        {**_fields(), "label": f32, "structure": structure_claim(alone), "decay": DECAY_NA.format(n=2)},
+        {**_fields(dtype="bfloat16"), "label": bf16, "structure": "domain/object structure: not assessable (no estimate)",
+         "decay": DECAY_NA.format(n=2)}]
+
+
 # -- the labels and keys themselves ----------------------------------------------------------------------------
 
 

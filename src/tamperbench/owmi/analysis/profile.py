@@ -150,11 +150,11 @@ def _model_level(rows: list[dict], det_rows: list[dict], decay: dict) -> tuple[d
     for r in det_rows:
         by_ident[identity.of(r)].append(r)
     pairs: dict[tuple, list[dict]] = defaultdict(list)
-    for ident, rs in sorted(by_ident.items(), key=lambda kv: tuple(map(str, kv[0]))):
+    for ident, rs in sorted(by_ident.items()):  # fields required for analysis (records.REQUIRED): strings, a bool
         p = paired_detection([r for r in rs if r["condition"] in ("intervention", "sham")])
-        ints = {r["pair_id"]: r for r in rs if r["condition"] == "intervention"}
+        design = {r["pair_id"]: r for r in rs}  # every row of a pair shares its domain, site, item and seed
         for pid, ga, gb in zip(p["pair_ids"], p["g_a"], p["g_b"]):
-            r = ints[pid]
+            r = design[pid]
             pairs[ident].append({"s": ga - gb, "domain": r["domain"], "object": r["site"], "item": r["item_id"],
                                  "seed": r["seed"]})
     est = variance_entry({keys[i]: ps for i, ps in pairs.items()})
