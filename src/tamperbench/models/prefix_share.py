@@ -20,7 +20,10 @@ tests and ``benchmarks/quote_throughput.py`` check token for token):
    as a snapshot of its suffix's KV over the shared prefix: the decoder keeps the prefix once for
    the whole group and reads it once a step (cascade attention, decoding/cascade.py), or, on the
    copy path, copies it into every row and decodes each as if it had prefilled it itself.
-   Suffixes of very different lengths go in separate forwards (:func:`split_by_length`).
+   Suffixes of very different lengths go in separate forwards (:func:`split_by_length`). Under
+   cascade attention the prefill is a prefix tree (models/prefix_tree.py): the groups' common
+   start (a system prompt) is prefilled once a call, and what members share beyond their group's
+   prefix (an instruction both arms repeat) once per branch.
    A group bigger than the free slots waits with its prefix cache (batch 1) for the next slots.
 3. :class:`PrefixStore` (``HFBackend.prefix_memory``) keeps finished rows' prompt + answer KV for
    the next calls of one block: a later prompt that starts with a stored row skips that prefill.
@@ -226,6 +229,8 @@ class PrefixAdmitter:
         # so a window measured in columns is the window in positions, and afterwards the decoder
         # measures it by position (tests/integration/speed/test_prefix_share_sliding.py checks
         # both against a no-cache reference, and that an off-by-one window would change tokens).
+        self._root_len, self._root_ids = 0, []  # see prefix_tree.root_length
+        self._root_kv: list | None = None
         if not self.share:
             self.groups = [Group(0, list(range(len(self.prompts))))]
             self._queue = deque(_Pending(g, deque(g.members)) for g in self.groups)
@@ -236,6 +241,11 @@ class PrefixAdmitter:
             stored, rest = _stored_groups(self.store, self.prompts, MIN_SHARED)
         planned = [Group(g.prefix, [rest[k] for k in g.members]) for g in plan_groups([self.prompts[i] for i in rest])]
         self.groups = [g for g, _ in stored] + planned
+        from tamperbench.models.prefix_tree import root_length
+
+        # the tokens every planned group's prefix starts with: prefilled once under the tree
+        self._root_len = root_length(planned, self.prompts)
+        self._root_ids = list(self.prompts[planned[0].members[0]][: self._root_len]) if self._root_len else []
         from tamperbench.models.decoding.cascade import SharedPrefix
 
         self._queue = deque([_Pending(g, deque(g.members), SharedPrefix(kv)) for g, kv in stored]
@@ -269,80 +279,72 @@ class PrefixAdmitter:
     def admit(self, n: int) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
         t0 = time.perf_counter()
-        while n > len(out) and self._queue:
+        tree, taken = self._tree, 0
+        batch: list[tuple[_Pending, list[int]]] = []
+        while n > taken and self._queue:
             pend = self._queue[0]
-            take = [pend.waiting.popleft() for _ in range(min(n - len(out), len(pend.waiting)))]
+            take = [pend.waiting.popleft() for _ in range(min(n - taken, len(pend.waiting)))]
+            taken += len(take)
             if pend.group.prefix == 0:
+                out.extend(self._flush(batch))  # rows take slots in the groups' order
                 out.extend(zip(self.dec.add_rows([self.prompts[i] for i in take]), take))
                 self.prefill_tokens += sum(len(self.prompts[i]) for i in take)
+            elif tree:  # every group admitted now, in common forwards (prefix_tree.admit_tree)
+                batch.append((pend, take))
             else:
                 out.extend(self._admit_shared(pend, take))
             self.prefill_tokens_alone += sum(len(self.prompts[i]) for i in take)
             if not pend.waiting:
                 self._queue.popleft()
+        out.extend(self._flush(batch))
         self.prefill_seconds += time.perf_counter() - t0
         return out
 
+    def _flush(self, batch: list) -> list[tuple[int, int]]:
+        """Admit the shared groups collected so far in common forwards (prefix_tree.admit_tree)."""
+        from tamperbench.models.prefix_tree import admit_tree
+
+        out = admit_tree(self, batch) if batch else []
+        batch.clear()
+        return out
+
     # ------------------------------------------------------------------ the shared path
+    @property
+    def _tree(self) -> bool:
+        """Prefill as a prefix tree (models/prefix_tree.py): only under cascade attention, whose rows
+        may hold a padding gap (never sliding-window models); the copy path stays one level."""
+        return self.share and getattr(self.dec, "shared_prefix_attention", None) is not None
+
     @torch.inference_mode()
     def _admit_shared(self, pend: _Pending, take: list[int]) -> list[tuple[int, int]]:
+        """One level (the copy path): the group's prefix once, then every member's whole suffix."""
+        from tamperbench.models.prefix_tree import admit_rows
+
         p = pend.group.prefix
         if pend.shared is None:
             from tamperbench.models.decoding.cascade import SharedPrefix
 
-            pend.shared = SharedPrefix(self._prefill_prefix(list(self.prompts[take[0]][:p])))
-            self.prefill_tokens += p
+            pend.shared = SharedPrefix(self._prefill_prefix(list(self.prompts[take[0]][:p]), False))
         out: list = []
         # longest forward first: the decoder's buffers then grow once, not once per forward
         for part in reversed(split_by_length([len(self.prompts[i]) - p for i in take], prefix=p)):
             chunk = [take[k] for k in part]
-            out.extend(zip(self._extend(pend.shared, p, [list(self.prompts[i]) for i in chunk]), chunk))
+            rids = admit_rows(self.dec, [pend.shared] * len(chunk), [list(self.prompts[i]) for i in chunk],
+                              [None] * len(chunk))
+            out.extend(zip(rids, chunk))
             self.prefill_tokens += sum(len(self.prompts[i]) - p for i in chunk)
         return out
 
-    def _prefill_prefix(self, ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        from transformers import DynamicCache
+    def _prefill_prefix(self, ids: list[int], tree: bool) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """A group prefix's KV (batch 1); under the tree, from the call's root prefilled once."""
+        from tamperbench.models.prefix_tree import prefill_prefix
 
-        cache = DynamicCache()
-        t = torch.tensor([ids], device=self.dec.device)
-        self.dec._forward(t, torch.ones_like(t, dtype=torch.bool), torch.arange(len(ids), device=t.device)[None],
-                          cache, logits_to_keep=1)
-        return [(layer.keys, layer.values) for layer in cache.layers]
-
-    def _extend(self, shared, p: int, prompts: list[list[int]]) -> list[int]:
-        """One forward of every prompt's suffix over the shared prefix cache; admits the rows.
-
-        Suffixes are right-padded, so each row's real columns are one contiguous run (the prefix,
-        then its suffix: a view, no gather); the padding comes after them and, causal, changes
-        nothing before it. The logits are kept at each row's last real token only. Each row is
-        admitted as its suffix's KV over ``shared``: the decoder keeps the prefix once and reads it
-        once a step (cascade attention), or copies it into the row (decoding/cascade.py)."""
-        from transformers import DynamicCache
-
-        from tamperbench.models.decoding.distributions import distribution
-        from tamperbench.models.decoding.rows import RowSnapshot
-
-        dec, m = self.dec, len(prompts)
-        lens = [len(q) - p for q in prompts]
-        L = max(lens)
-        dev = dec.device
-        ids = torch.full((m, L), dec.pad_id, dtype=torch.long, device=dev)
-        am = torch.zeros(m, p + L, dtype=torch.bool, device=dev)
-        am[:, :p] = True
-        for r, (q, k) in enumerate(zip(prompts, lens)):
-            ids[r, :k] = torch.tensor(q[p:], device=dev)
-            am[r, p:p + k] = True
-        pos = torch.arange(p, p + L, device=dev).expand(m, L)
-        cache = DynamicCache()
-        for li, (k, v) in enumerate(shared.kv):
-            cache.update(k.expand(m, -1, -1, -1), v.expand(m, -1, -1, -1), li)
-        last = torch.tensor([[k - 1] for k in lens], device=dev)  # (m, 1): each row's own last token
-        logp, stats = distribution(dec._forward(ids, am, pos, cache, logits_to_keep=last)[:, -1], dec.topk)
-        rids = [0] * m
-        for r in sorted(range(m), key=lambda r: -lens[r]):  # longest first: later rows fit, no regrowth
-            q, k = prompts[r], lens[r]
-            row_kv = [(layer.keys[r, :, p:p + k], layer.values[r, :, p:p + k]) for layer in cache.layers]
-            st = stats.map(lambda t: t[r])  # noqa: B023
-            snap = RowSnapshot(row_kv, list(q), len(q), False, None, logp[r], logp[r], st, st, len(q), shared)
-            [rids[r]] = dec.import_rows(snap, 1)
-        return rids
+        n = self._root_len if tree else 0
+        if n and ids[:n] == self._root_ids:
+            if self._root_kv is None:
+                self._root_kv = prefill_prefix(self.dec, self._root_ids)
+                self.prefill_tokens += n
+            self.prefill_tokens += len(ids) - n
+            return prefill_prefix(self.dec, ids, (n, self._root_kv))
+        self.prefill_tokens += len(ids)
+        return prefill_prefix(self.dec, ids)

@@ -43,7 +43,8 @@ class ModelProvenance(BaseModel):
     linear_kernel: str | None = None
     # "cascade" where rows sharing a prompt prefix read its keys once a step, the two softmax parts
     # merged by log-sum-exp (models/decoding/cascade.py; float32 rounding, not bitwise SDPA);
-    # "cascade-padded" where all groups' prefixes are read in one call, shorter ones padded; None
+    # "cascade-padded" where all groups' prefixes are read in one call, shorter ones padded;
+    # "cascade-tree" where prefill is also a prefix tree reading each prefix once (models/prefix_tree.py); None
     # (omitted from the id) where every row holds a copy (TAMPERBENCH_SHARED_PREFIX_ATTENTION=copy)
     shared_prefix_attention: str | None = None
     tamperbench_version: str

@@ -37,7 +37,7 @@ def test_cascade_answers_equal_alone_and_copy(embedded_backend, monkeypatch):
     alone, _, gens = _generate(be, monkeypatch, "cascade", 8, share=False)
     assert min(len(g.prompt_ids) for g in gens) > 130  # a long shared prefix: system prompt + document
     cascade, stats, _ = _generate(be, monkeypatch, "cascade", 8)
-    assert stats["shared_prefix_attention"] == C.MODE == "cascade-padded" and stats["cascade_rows"] == 3
+    assert stats["shared_prefix_attention"] == C.MODE == "cascade-tree" and stats["cascade_rows"] == 3
     assert stats["cascade_steps"] == 5 and stats["cascade_groups"] == 1
     waiting, wstats, _ = _generate(be, monkeypatch, "cascade", 2)  # the group waits with its prefix for a slot
     assert wstats["cascade_rows"] == 3 and wstats["batch_rows"] == 2
@@ -67,7 +67,7 @@ def test_next_token_logprobs_within_float32_rounding(embedded_backend, monkeypat
 
 def test_provenance_names_the_attention_and_copy_keeps_old_ids(embedded_backend):
     prov = embedded_backend.provenance
-    assert prov.shared_prefix_attention == C.MODE == "cascade-padded"
+    assert prov.shared_prefix_attention == C.MODE == "cascade-tree"
     off = prov.model_copy(update={"shared_prefix_attention": None})
     assert "shared_prefix_attention" not in off.model_dump(exclude_none=True)
     assert off.id != prov.id

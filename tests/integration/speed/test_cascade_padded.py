@@ -148,4 +148,4 @@ def test_decoder_groups_of_different_prefix_lengths_equal_each_prompt_alone(monk
         for _ in range(8):
             alone.step()
         assert dec.generated(rid[i]) == alone.generated(r)
-    assert dec.shared_prefix_attention == "cascade-padded" and dec.cascade_steps == 8
+    assert dec.shared_prefix_attention == "cascade-tree" and dec.cascade_steps == 8

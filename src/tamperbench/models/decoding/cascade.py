@@ -14,7 +14,9 @@ kernels), but it has the documented extension point: ``AttentionInterface.regist
 ``AttentionMaskInterface.register``. :func:`cascade_forward` switches the model's
 ``config._attn_implementation`` to ours for one step forward only (restored in ``finally``); the
 mask function returns None (the column mask travels in :class:`CascadeStep`). Prefill and suffix
-forwards (many query tokens) keep transformers' own attention. The switch lives on the model's
+forwards (many query tokens) take the same idea through decoding/cascade_prefill.py when they feed
+rows after a shared prefix (the prefix tree, models/prefix_tree.py), and transformers' own attention
+otherwise. The switch lives on the model's
 config, so no other forward of the same model may run while a cascade step runs (the decoders of one
 model are stepped from one thread; a forward that slipped in would raise, never misread, since our
 function refuses to run without its step context).
@@ -40,9 +42,11 @@ __all__ = ["ENV", "NAME", "CascadeStep", "PaddedPrefixes", "SharedPrefix", "casc
 NAME = "tamperbench_cascade"
 ENV = "TAMPERBENCH_SHARED_PREFIX_ATTENTION"  # "cascade" (default) or "copy"
 SWITCH = "cascade"  # the switch's value that selects this path
-# the provenance value: "cascade-padded" since the groups' prefixes are read in one call with shorter
-# ones padded (PaddedPrefixes; float32 rounding apart from the per-group calls recorded as "cascade")
-MODE = "cascade-padded"
+# the provenance value: "cascade-tree" since prefill is a prefix tree whose forwards read each prefix
+# once too (models/prefix_tree.py, decoding/cascade_prefill.py: float32 rounding apart from the one-level
+# prefill recorded as "cascade-padded", where the groups' prefixes were already read in one padded
+# call a step (PaddedPrefixes), and from the per-group calls before it, recorded as "cascade")
+MODE = "cascade-tree"
 
 
 @dataclass(eq=False)
