@@ -100,7 +100,7 @@ class BatchedMixin:
             tails = {}
             for c in conds:
                 out_ids, out_text = unit.gens[c][1], unit.gens[c][2]
-                full, tail = cx.later_turn(self.b, unit.item.prompt_text(), out_text, person_text, self.system)
+                full, tail = cx.later_turn(self.b, unit.item.prompt_text(), out_text, person_text, unit.system)
                 end_text = self.b.tokenizer.decode([out_ids[-1]]) if out_ids and out_ids[-1] in self.eos else ""
                 if end_text and tail.startswith(end_text):
                     tail = tail[len(end_text):]
@@ -125,12 +125,12 @@ class BatchedMixin:
             return {f: self.observe(backend, unit, track, f, max_new) for f in families}
         record = self.observer_record(unit, track)
         msgs = {f: cx.observer_prompt(record, probe_text(f, person="third", n_layers=self.n_layers)) for f in families}
-        ids = {f: backend.chat_ids(msgs[f], system=self.system) for f in families}
+        ids = {f: backend.chat_ids(msgs[f], system=unit.system) for f in families}
         fams = list(families)
         rows, fork = self.prefix.rows(backend.model, [ids[f] for f in fams], 1 << 30, fams)
         logits = rows.extend([ids[f][fork:] for f in fams], "probe")[:, -1]
         got = rows.greedy(logits, max_new, set(backend.eos_ids), "probe")
-        return {f: (backend.chat_text(msgs[f], system=self.system), ids[f],
+        return {f: (backend.chat_text(msgs[f], system=unit.system), ids[f],
                     probe_text(f, person="third", n_layers=self.n_layers),
                     (got[f][0], backend.tokenizer.decode(got[f][0], skip_special_tokens=True), got[f][1]))
                 for f in fams}
@@ -185,3 +185,66 @@ class BatchedMixin:
         targets = torch.tensor(ids[k + 1:])
         got = lp[:, : len(targets)].gather(2, targets[None, :, None].expand(len(rids), -1, 1))[..., 0]
         return {r: float(got[i].sum()) for i, r in enumerate(rids)}
+
+    # ------------------------------------------------------------------ impact matching (Eq. 7)
+    def mean_js_rows(self, units, eta: float) -> float:
+        """Eq. 7's E[D(eta)]: the cell's units under ``random_matched`` at norm ``eta`` as rows of one
+        ragged teacher-forced batch (task prompt + baseline answer per unit; lengths differ, so each
+        block is left-padded and masked), instead of one forward per unit.
+
+        Each row is fed ``js_chunk // rows`` positions per forward (one block stays js_chunk x
+        vocabulary, as in :meth:`effects_rows`); a row that has run out takes holes. The baseline
+        log-probs are the unit's kept chunks (``keep_baseline``); a unit over that budget gets an
+        unhooked baseline row of its own in the same batch. Returns the mean over units of each
+        unit's mean JS, the sequential path's formula (``Engine.calibrate``)."""
+        seqs = [u.task.ids + u.base_ids for u in units]
+        starts = [min(u.task.declared) if u.task.declared else 0 for u in units]
+        rids = [("rm", i) for i in range(len(units))]
+        rids += [(BASE, i) for i, u in enumerate(units) if u.base_chunks is None]
+        row_seq = [seqs[i] for _, i in rids]
+        rows, fork = self.prefix.rows(self.model, row_seq, min(starts), rids)
+        for i, u in enumerate(units):
+            u.eta = eta
+            rows.attach(("rm", i), self.make_iv(u, "random_matched", u.task.declared))
+        step = max(1, self.spec.js_chunk // len(rids))
+        at = {r: fork for r in rids}  # next position to feed, per row
+        total = torch.zeros(len(units), dtype=torch.float64)
+        n = [0] * len(units)
+        while any(at[r] < len(s) for r, s in zip(rids, row_seq)):
+            blocks = [s[at[r]: at[r] + step] for r, s in zip(rids, row_seq)]
+            w = max(len(b) for b in blocks)
+            logits = rows.extend(blocks, "prefill", keep=w)  # (rows, w, V), each row right-aligned
+            lps = {}
+            for k, (r, b) in enumerate(zip(rids, blocks)):
+                i, lo, hi = r[1], at[r], at[r] + len(b)
+                a = max(lo, starts[i])
+                if a < hi:  # the row's scored positions a..hi-1 are its last hi - a columns
+                    lps[r] = (a, hi, torch.log_softmax(logits[k, w - (hi - a):], dim=-1))
+            del logits
+            for i, u in enumerate(units):
+                if ("rm", i) not in lps:
+                    continue
+                a, hi, lq = lps[("rm", i)]
+                lp = lps[(BASE, i)][2] if u.base_chunks is None else _positions(u.base_chunks, a - starts[i],
+                                                                               hi - starts[i])
+                js = fw.js_rows(lp, lq)
+                total[i] += float(js.sum())
+                n[i] += js.numel()
+            for r, b in zip(rids, blocks):
+                at[r] += len(b)
+        per_unit = [float(total[i]) / n[i] if n[i] else 0.0 for i in range(len(units))]
+        return sum(per_unit) / len(units)
+
+
+def _positions(chunks: list[torch.Tensor], lo: int, hi: int) -> torch.Tensor:
+    """Rows ``lo..hi-1`` of the concatenation of ``chunks`` (the kept baseline log-probs), without
+    concatenating the whole list."""
+    out, base = [], 0
+    for c in chunks:
+        a, b = max(lo, base), min(hi, base + c.shape[0])
+        if a < b:
+            out.append(c[a - base: b - base])
+        base += c.shape[0]
+        if base >= hi:
+            break
+    return out[0] if len(out) == 1 else torch.cat(out)

@@ -12,7 +12,11 @@ Tracks (Section 3.3; the masked and delayed paths as defined here):
 * ``B_masked``: the probe alone (task and output withheld); the intervention acts on the only
   context before the probe, the system prompt and turn header.
 * ``B_delayed`` / ``C``: the task turn was prefilled and generated under the intervention on the
-  same cache; the probe (C: a neutral reflection prompt) arrives as a later user turn.
+  same cache; the probe (C: a neutral reflection prompt) arrives as a later user turn. Track C's
+  contexts carry no system message by default (``OwmiSpec.track_c_system``): the introspection
+  system prompt of the other tracks is itself an introspective cue.
+
+``system`` is the system message (``None``: none given, the chat template's default applies).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ def _declared(offsets, task_lo: int, task_hi: int, split: int, mode: str) -> lis
     return span[-1:] if mode == "last" else span
 
 
-def build(backend, messages: list[dict], system: str, *, task_text: str | None, probe_text: str,
+def build(backend, messages: list[dict], system: str | None, *, task_text: str | None, probe_text: str,
           positions: str) -> Context:
     """Context for ``messages`` whose last user turn ends with ``probe_text``; the declared
     positions are the tokens of ``task_text`` (or, without a task, everything before the probe)."""
@@ -59,7 +63,7 @@ def build(backend, messages: list[dict], system: str, *, task_text: str | None, 
     return Context(text, ids, split, _declared(offsets, task_lo, task_hi, split, positions))
 
 
-def task_context(backend, task_text: str, system: str, positions: str) -> Context:
+def task_context(backend, task_text: str, system: str | None, positions: str) -> Context:
     """The task turn alone (generation prompt appended); everything is prefill."""
     text = backend.chat_text([{"role": "user", "content": task_text}], system=system)
     ids, offsets = _offsets(backend, text)
@@ -83,7 +87,7 @@ def track_b_masked(backend, probe_text, system, positions) -> Context:
                  probe_text=probe_text, positions="all")
 
 
-def later_turn(backend, task_text: str, output_text: str, probe_text: str, system: str) -> tuple[str, str]:
+def later_turn(backend, task_text: str, output_text: str, probe_text: str, system: str | None) -> tuple[str, str]:
     """(full text, the text to append after the task turn and its output): the later user turn of
     a genuinely delayed probe, rendered by the chat template. The appended text starts after the
     task output; an end-of-turn marker the model already emitted is the caller's to drop."""

@@ -14,6 +14,10 @@ unit as rows of one batch; ``batched=False`` runs them one condition at a time w
 below -- the plain reference the batched engine is tested against (same records, greedy tokens
 identical, JS within float rounding). Models with sliding-window attention run one at a time
 (``ragged.supported``).
+
+Impact matching (``calibrate``) has the same two ways (``OwmiSpec.calibration``): each bisection
+step's mean JS over the cell's units as one ragged batch, or one teacher-forced forward per unit
+(the reference). They agree to float rounding, not bitwise, so the calibration row stores its path.
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ class Unit:
     # (None when over BASELINE_KEEP_BYTES: then streamed alongside each intervened pass)
     base_answer_lp: float | None = None
     task_rows: Any = None  # batched engine: the task answered under every condition (ragged.Rows)
+    system: str | None = None  # the system message of every context built for this unit (None: none given)
 
 
 class Engine(BatchedMixin):
@@ -88,23 +93,35 @@ class Engine(BatchedMixin):
         self.vocab = int(self.model.config.vocab_size)
         self.eos = set(backend.eos_ids)
         self.observers = observers or []
-        self._base: dict[str, tuple[list[int], str]] = {}
+        self._base: dict[tuple[int, ...], tuple[list[int], str]] = {}
         self._dirs: dict[tuple, torch.Tensor] = {}
         self.batched = batched and supported(self.model)
         self.prefix = PrefixCache()
 
     # ------------------------------------------------------------------ preparation
+    def frame_system(self, frame: str) -> str | None:
+        """The system message of a context frame (``OwmiSpec.frame``): the shared introspection
+        prompt (Section 6.1), or none for Track C's neutral frame -- Track C asks for a reflection
+        "with no intervention cue and no introspective question" (Section 3.3), and a system prompt
+        about introspecting on one's own processing is such a cue. With none given, the chat
+        template's own default (if any) applies; the record's prompt text shows it."""
+        return None if frame == "neutral" else self.system
+
     def baseline(self, item, task: cx.Context) -> tuple[list[int], str]:
-        """The unaltered greedy task answer (teacher-forcing target of the JS divergence)."""
-        if item.id not in self._base:
+        """The unaltered greedy task answer (teacher-forcing target of the JS divergence), per
+        task context (a frame's system message changes the context, hence the answer)."""
+        key = tuple(task.ids)
+        if key not in self._base:
             cache = fw.new_cache(self.model)
             logits = fw.feed(self.model, cache, task.ids, 0, None, "prefill")
             ids, _ = fw.greedy(self.model, cache, logits, len(task.ids), self.spec.task_max_new_tokens, self.eos,
                                None, "decode")
-            self._base[item.id] = (ids, self.b.tokenizer.decode(ids, skip_special_tokens=True))
-        return self._base[item.id]
+            self._base[key] = (ids, self.b.tokenizer.decode(ids, skip_special_tokens=True))
+        return self._base[key]
 
-    def prepare(self, cell: Cell, item, index: int, seed: int) -> Unit:
+    def prepare(self, cell: Cell, item, index: int, seed: int, frame: str = "shared") -> Unit:
+        """The unit of (cell, item, seed) in context ``frame``: every context built for it carries
+        that frame's system message (``frame_system``)."""
         target = resolve(self.model, cell.obj)
         rtarget = random_target(self.model, target)
         concept = direction = reference = None
@@ -118,9 +135,11 @@ class Engine(BatchedMixin):
         if cell.op.name == "replace":
             reference = reference_activation(self.b, target)
         u = random_direction(rtarget.dim, stable_seed(seed, item.id, cell.obj.label, cell.op.name, cell.op.dose))
-        task = cx.task_context(self.b, item.prompt_text(), self.system, self.spec.positions)
+        system = self.frame_system(frame)
+        task = cx.task_context(self.b, item.prompt_text(), system, self.spec.positions)
         base_ids, _ = self.baseline(item, task)
-        unit = Unit(cell, item, index, seed, target, rtarget, concept, direction, reference, u, task, base_ids)
+        unit = Unit(cell, item, index, seed, target, rtarget, concept, direction, reference, u, task, base_ids,
+                    system=system)
         unit.effects["intervention"] = (self.effects_rows(unit, ["intervention"])["intervention"] if self.batched
                                         else self.effect(unit, "intervention"))
         unit.norm_unit = unit.effects["intervention"]["delta_norm"] or 1.0
@@ -165,11 +184,20 @@ class Engine(BatchedMixin):
         if unit.base_chunks is None and (len(ids) - start) * self.vocab * 4 <= BASELINE_KEEP_BYTES:
             unit.base_chunks = list(fw.distributions(self.model, ids, start, None, self.spec.js_chunk))
 
+    def calibration_path(self) -> str:
+        """Which ``mean_js`` the bisection runs: ``batched`` (the cell's units as rows of one ragged
+        forward per eta, ``BatchedMixin.mean_js_rows``) or ``sequential`` (one teacher-forced
+        forward per unit, the reference). The two agree to float rounding, not bitwise (padded
+        batched kernels), so the path that ran is stored with the calibration."""
+        return "batched" if self.batched and self.spec.calibration == "batched" else "sequential"
+
     def calibrate(self, units: list[Unit]) -> tuple[float, float, float, list]:
         """Impact matching over the cell's units: one eta for the cell (Eq. 7 matches means)."""
         for u in units:
             self.keep_baseline(u)
         target = sum(u.effects["intervention"]["js_mean"] for u in units) / len(units)
+        if self.calibration_path() == "batched":
+            return self._bisect(units, target, lambda eta: self.mean_js_rows(units, eta))
 
         def mean_js(eta: float) -> float:
             tot = 0.0
@@ -180,6 +208,9 @@ class Engine(BatchedMixin):
                                         chunk=self.spec.js_chunk, baseline=u.base_chunks)[0]
             return tot / len(units)
 
+        return self._bisect(units, target, mean_js)
+
+    def _bisect(self, units: list[Unit], target: float, mean_js) -> tuple[float, float, float, list]:
         start = sum(u.norm_unit for u in units) / len(units)
         eta, achieved, trace = calibrate_norm(mean_js, target, start, self.spec.calibration_steps)
         for u in units:
@@ -210,11 +241,11 @@ class Engine(BatchedMixin):
         text = probe_text(family, person="first", n_layers=self.n_layers)
         task_text = unit.item.prompt_text()
         if track == "A":
-            return cx.track_a(self.b, task_text, text, self.system, self.spec.positions)
+            return cx.track_a(self.b, task_text, text, unit.system, self.spec.positions)
         if track == "B_visible":
-            return cx.track_b_visible(self.b, task_text, self.task_generation(unit, cond)[2], text, self.system,
+            return cx.track_b_visible(self.b, task_text, self.task_generation(unit, cond)[2], text, unit.system,
                                       self.spec.positions)
-        return cx.track_b_masked(self.b, text, self.system, self.spec.positions)
+        return cx.track_b_masked(self.b, text, unit.system, self.spec.positions)
 
     def _row_group(self, unit: Unit, rows: list[tuple[str, str]], declared: list[int]) -> fw.IvGroup:
         """One row-targeted intervention per (condition, scope) batch row."""
@@ -271,7 +302,7 @@ class Engine(BatchedMixin):
         out = {}
         for fam in families:
             person_text = probe_text(fam, person="first", n_layers=self.n_layers)
-            full, tail = cx.later_turn(self.b, unit.item.prompt_text(), out_text, person_text, self.system)
+            full, tail = cx.later_turn(self.b, unit.item.prompt_text(), out_text, person_text, unit.system)
             end_text = self.b.tokenizer.decode([out_ids[-1]]) if out_ids and out_ids[-1] in self.eos else ""
             if end_text and tail.startswith(end_text):
                 tail = tail[len(end_text):]
@@ -299,11 +330,11 @@ class Engine(BatchedMixin):
         record = self.observer_record(unit, track)
         text3 = probe_text(family, person="third", n_layers=self.n_layers)
         msgs = cx.observer_prompt(record, text3)
-        ids = backend.chat_ids(msgs, system=self.system)
+        ids = backend.chat_ids(msgs, system=unit.system)
         cache = fw.new_cache(backend.model)
         logits = fw.feed(backend.model, cache, ids, 0, None, "prefill")
         toks, fin = fw.greedy(backend.model, cache, logits, len(ids), max_new, set(backend.eos_ids), None, "probe")
-        return backend.chat_text(msgs, system=self.system), ids, text3, (toks, backend.tokenizer.decode(
+        return backend.chat_text(msgs, system=unit.system), ids, text3, (toks, backend.tokenizer.decode(
             toks, skip_special_tokens=True), fin)
 
     def release(self, unit: Unit) -> None:

@@ -44,7 +44,7 @@ def classifier_rows(rows: list[dict]) -> list[OwmiRun]:
         prob = float(clf.predict_proba(vec.transform([r["task_output"]]))[0, 1])
         rec = {k: v for k, v in r.items() if k in fields}
         rec.update(key=key, condition="observer", observer_tier=3, observer_model=NAME, probe_text=PROBE,
-                   prompt_text=r["task_output"], prompt_ids=[], intervened_positions=[], response=f"{prob:.6f}",
+                   prompt_text=r["task_output"], system_prompt=None, prompt_ids=[], intervened_positions=[], response=f"{prob:.6f}",
                    finish_reason="classifier", parse_ok=True, parse_error=None, detected=prob >= 0.5, graded=prob,
                    confidence=None, js_mean=None, js_max=None, js_positions=None, delta_norm=None, causal_effect=None,
                    answer_logprob_base=None, answer_logprob_altered=None, random_norm=None, rubric_flag=None)

@@ -78,6 +78,8 @@ class OwmiRun(Record):
     observer_model: str | None = None
     # -- what the model saw and said -----------------------------------------------------
     prompt_text: str  # exact text of the probe context (chat template applied)
+    system_prompt: str | None = None  # the system message given (None: none given, so the chat template's
+    # default, if any, is what prompt_text shows): Track C runs without the introspection prompt by default
     prompt_ids: list[int]
     intervened_positions: list[int]  # absolute token indices the hook altered (empty for sham/observer)
     task_output: str | None = None  # the model's task answer (tracks B/C), '' for track A
@@ -125,6 +127,9 @@ class OwmiCalibration(Record):
     eta: float
     iterations: int
     trace: list[list[float]]  # (eta, mean JS) at every bisection step
+    path: str = "sequential"  # how E[D(eta)] was computed: 'sequential' (one forward per unit) or 'batched'
+    # (the cell's units as rows of one ragged forward); equal to float rounding, not bitwise
+    system_prompt: str | None = None  # the system message of the units' task context (None: none given)
 
 
 REQUIRED: tuple[str, ...] = (

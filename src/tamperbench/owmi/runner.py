@@ -7,6 +7,13 @@ impact-matched norm is calibrated once per cell (over all its items and seeds) a
 (``owmi_calibration``) before any record of the cell, so a resumed cell reuses it rather than
 re-calibrating over a different subset.
 
+Why context frames (``OwmiSpec.frames``): Track C's contexts carry no introspection system prompt
+(by default), so its task turn -- and with it the baseline answer, the treatment's divergence and
+the impact-matched norm -- differs from the other tracks'. A cell's units are prepared, calibrated
+and run once per frame; record keys are unchanged, and every record names its ``system_prompt``.
+A run directory written before that column existed is refused (its Track C records were made
+under the introspection prompt), so old and new records never share a table.
+
 Why records are committed per *group*, not per unit: a unit (cell, item, seed) runs for minutes
 (every track, probe, scope, condition and observer). Its records are written as soon as the batch
 that computes them finishes -- one track's batched rows (every model condition x scope x probe
@@ -82,7 +89,7 @@ def planned_keys(spec: OwmiSpec, coords: dict, observers: list[str]) -> list[tup
 
 def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console | None = None) -> RunReport:
     from tamperbench.models import load_backend
-    from tamperbench.owmi.engine import MODEL_CONDITIONS, Cell, Engine
+    from tamperbench.owmi.engine import Cell, Engine
     from tamperbench.owmi.objects import resolve
     from tamperbench.progress import progress_bar
 
@@ -93,8 +100,9 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
     preflight(spec)  # every model's objects, from its config: a bad second model is refused now
     items = {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
     with RunStore.open(out, spec, new=new) as store:
-        store.ensure_table(RUNS_TABLE, OwmiRun)
-        store.ensure_table(CALIBRATION_TABLE, OwmiCalibration)
+        for table, shape in ((RUNS_TABLE, OwmiRun), (CALIBRATION_TABLE, OwmiCalibration)):
+            _refuse_older_table(store, table, shape)
+            store.ensure_table(table, shape)
         have = store.keys(RUNS_TABLE)
         for model in spec.models:
             backend = load_backend(model, device=spec.device, dtype=spec.dtype)
@@ -109,36 +117,28 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
             plan = [(b, obj, op, idx, it, seed) for b in spec.benchmarks for obj in spec.objects for op in spec.operators
                     for idx, it in enumerate(items[b]) for seed in spec.seeds]
             rep.units += len(plan)
+            frames = spec.frames()
             with progress_bar("owmi", "{task.fields[what]}", unit="unit", console=console) as bar:
-                task = bar.add_task(model, total=len(plan), what="")
+                task = bar.add_task(model, total=len(plan) * len(frames), what="")
                 cells: dict[tuple, list] = {}
                 for b, obj, op, idx, it, seed in plan:
                     cells.setdefault((b, obj.label, op.name, op.dose), []).append((b, obj, op, idx, it, seed))
                 for key, members in cells.items():
-                    todo, everyone = [], []
-                    for b, obj, op, idx, it, seed in members:
-                        keys = planned_keys(spec, _coords(spec, model, b, obj, op, it, seed), spec.observer_models)
-                        everyone.append((Cell(model, b, obj, op), it, idx, seed, keys))
-                        if all(k in have for k, _, _ in keys):
-                            rep.skipped_units += 1
-                            bar.advance(task)
-                        else:
-                            todo.append(everyone[-1])
-                    if not todo:
-                        continue
-                    bar.update(task, what=f"{key[1]} {key[2]}={key[3]}: baseline + treatment")
-                    units = [(eng.prepare(c, it, idx, seed), keys) for c, it, idx, seed, keys in todo]
-                    if "random_matched" in spec.conditions:
-                        bar.update(task, what=f"{key[1]}: impact matching")
-                        _calibration(store, eng, spec, model, key, [u for u, _ in units], everyone)
-                    for unit, keys in units:
-                        bar.update(task, what=f"{unit.item.id}")
-                        missing = [k for k in keys if k[0] not in have]
-                        _effects(eng, spec, unit, missing, MODEL_CONDITIONS)
-                        for recs in _execute(eng, spec, unit, missing, prov, backend, observers):
-                            rep.written += store.write(RUNS_TABLE, recs)
-                        eng.release(unit)
-                        bar.advance(task)
+                    unit_keys = [planned_keys(spec, _coords(spec, model, b, obj, op, it, seed), spec.observer_models)
+                                 for b, obj, op, idx, it, seed in members]
+                    rep.skipped_units += sum(all(k in have for k, _, _ in keys) for keys in unit_keys)
+                    for frame, tracks in frames.items():  # a frame's units share a task context
+                        todo, everyone = [], []
+                        for (b, obj, op, idx, it, seed), keys in zip(members, unit_keys):
+                            keys = [k for k in keys if k[2]["track"] in tracks]
+                            everyone.append((Cell(model, b, obj, op), it, idx, seed, keys))
+                            if all(k in have for k, _, _ in keys):
+                                bar.advance(task)
+                            else:
+                                todo.append(everyone[-1])
+                        if todo:
+                            _run_frame(store, eng, spec, model, key, frame, todo, everyone, have, prov, backend,
+                                       observers, bar, task, rep)
         if spec.observer_classifier:
             from tamperbench.owmi.observer_classifier import classifier_rows
 
@@ -147,25 +147,65 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
     return rep
 
 
-def _calibration(store, eng, spec, model, key, units, everyone) -> None:
-    """One eta per cell, over every (item, seed) of the cell (``everyone``), stored before any of
-    the cell's records: a resumed cell finds it and reuses it whatever subset is left to run."""
+def _run_frame(store, eng, spec, model, key, frame, todo, everyone, have, prov, backend, observers, bar, task,
+               rep) -> None:
+    """The units of one cell in one context frame (``OwmiSpec.frame``): prepare, impact-match over
+    the frame's units, then execute and write each unit's missing records group by group."""
+    from tamperbench.owmi.engine import MODEL_CONDITIONS
+
+    bar.update(task, what=f"{key[1]} {key[2]}={key[3]}: baseline + treatment")
+    units = [(eng.prepare(c, it, idx, seed, frame), keys) for c, it, idx, seed, keys in todo]
+    if "random_matched" in spec.conditions:
+        bar.update(task, what=f"{key[1]}: impact matching")
+        _calibration(store, eng, spec, model, key, [u for u, _ in units], everyone, frame)
+    for unit, keys in units:
+        bar.update(task, what=f"{unit.item.id}")
+        missing = [k for k in keys if k[0] not in have]
+        _effects(eng, spec, unit, missing, MODEL_CONDITIONS)
+        for recs in _execute(eng, spec, unit, missing, prov, backend, observers):
+            rep.written += store.write(RUNS_TABLE, recs)
+        eng.release(unit)
+        bar.advance(task)
+
+
+def _calibration(store, eng, spec, model, key, units, everyone, frame: str = "shared") -> None:
+    """One eta per cell and frame, over every (item, seed) of the cell (``everyone``), stored before
+    any of the cell's records: a resumed cell finds it and reuses it whatever subset is left to run.
+    The neutral frame (Track C) is matched on its own task contexts; the shared frame's key is the
+    one runs have always used."""
     items = sorted({it.id for _, it, _, _, _ in everyone})
-    cal_key = trial_key(dict(model=model, cell=list(key), items=items, seeds=list(spec.seeds)))
+    coords = dict(model=model, cell=list(key), items=items, seeds=list(spec.seeds))
+    cal_key = trial_key(coords if frame == "shared" else {**coords, "frame": frame})
     stored = store.rows(CALIBRATION_TABLE, "WHERE key = ?", [cal_key])
     if stored:
         for u in units:
             u.eta, u.match = stored[0]["eta"], (stored[0]["target_js"], stored[0]["achieved_js"])
         return
     ready = {(u.item.id, u.seed) for u in units}  # normally all of them (no record precedes this row)
-    extra = [eng.prepare(c, it, idx, seed) for c, it, idx, seed, _ in everyone if (it.id, seed) not in ready]
+    extra = [eng.prepare(c, it, idx, seed, frame) for c, it, idx, seed, _ in everyone if (it.id, seed) not in ready]
     eta, target, achieved, trace = eng.calibrate(units + extra)
     for u in extra:
         eng.release(u)
     store.write(CALIBRATION_TABLE, [OwmiCalibration(
         key=cal_key, provenance_id=eng.b.provenance_id, model=model, site=key[1], operator=key[2], dose=key[3],
         seed=-1, item_id=",".join(items), target_js=target, achieved_js=achieved,
-        eta=eta, iterations=len(trace), trace=trace)])
+        eta=eta, iterations=len(trace), trace=trace, path=eng.calibration_path(), system_prompt=eng.frame_system(frame))])
+
+
+def _refuse_older_table(store, table: str, shape) -> None:
+    """A run whose table predates a column of ``shape`` was written by an older tamperbench; its
+    records may differ from what this one writes for the same keys (Track C's context lost the
+    introspection system prompt when ``system_prompt`` was added), so resuming it would mix the two
+    in one table. One line, before any model is loaded."""
+    if not store.has_table(table):
+        return
+    have = {c for (c,) in store.con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()}
+    lacking = sorted(set(shape.model_fields) - have)
+    if lacking:
+        raise UserError(f"{store.run_dir}: table {table} was written by an older tamperbench (no column "
+                        f"{', '.join(lacking)}); its records are not comparable with this version's: use another "
+                        "--out or pass --new to replace it")
 
 
 def _effects(eng, spec, unit, missing, model_conditions) -> None:
@@ -273,6 +313,7 @@ def _record(eng, spec, unit, k, res, prov, observers) -> OwmiRun:
         positions=spec.positions, when=spec.when, concept=unit.concept, seed=unit.seed, condition=cond,
         hook_scope=d["scope"], track=d["track"], probe_family=d["probe"], probe_text=probe,
         observer_tier=d["observer_tier"], observer_model=d["observer_model"], prompt_text=text, prompt_ids=ids,
+        system_prompt=unit.system,
         intervened_positions=[] if cond in ("sham", "observer") else list(declared),
         task_output=task_out, task_correct=_task_score(item, task_out), response=reply, finish_reason=fin,
         true_category=item.domain, seconds=dt,

@@ -52,6 +52,14 @@ class OwmiSpec(BaseModel):
     probe_max_new_tokens: int = Field(default=40, ge=1)
     reflection_max_new_tokens: int = Field(default=48, ge=1)
     calibration_steps: int = Field(default=10, ge=1)
+    track_c_system: Literal["none", "shared"] = Field(
+        default="none", description="Track C's system message: 'none' (no system message; the chat template's "
+        "default applies), as Track C carries no intervention cue and no introspective question (Section 3.3); "
+        "'shared' puts the introspection system prompt of the other tracks in front of it, as runs did before.")
+    calibration: Literal["batched", "sequential"] = Field(
+        default="batched", description="Impact matching's E[D(eta)]: the cell's units as rows of one ragged forward per "
+        "eta ('batched'), or one forward per unit ('sequential', the reference); equal to float rounding, and "
+        "each calibration row records which ran.")
     js_chunk: int = Field(default=128, ge=1)
     device: str = "auto"
     dtype: str | None = None
@@ -85,6 +93,19 @@ class OwmiSpec(BaseModel):
             if t not in TRACKS:
                 raise ValueError(f"track {t!r}")
         return self
+
+    def frame(self, track: str) -> str:
+        """The context frame a track runs in: ``shared`` (the introspection system prompt) or
+        ``neutral`` (Track C under ``track_c_system='none'``). A frame's units are prepared,
+        impact-matched and run apart: its system message changes the task context itself."""
+        return "neutral" if track == "C" and self.track_c_system == "none" else "shared"
+
+    def frames(self) -> dict[str, tuple[str, ...]]:
+        """frame -> the spec's tracks run in it, in spec order."""
+        out: dict[str, tuple[str, ...]] = {}
+        for t in self.tracks:
+            out[self.frame(t)] = (*out.get(self.frame(t), ()), t)
+        return out
 
     @property
     def concept_cycle(self) -> tuple[str, ...]:

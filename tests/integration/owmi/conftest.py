@@ -7,7 +7,8 @@ import pytest
 
 def _run_one_unit(backend, spec):
     """One item of ``spec``'s first cell through the runner's batched engine, as ``owmi run`` does
-    (prepare, impact effects, execute): returns (engine, unit, item, record dicts)."""
+    (per context frame -- Track C runs without the introspection system prompt -- prepare, impact
+    effects, execute): returns (engine, the first frame's unit, item, record dicts)."""
     from tamperbench.owmi.engine import MODEL_CONDITIONS, Cell, Engine
     from tamperbench.owmi.items import quick_items
     from tamperbench.owmi.runner import _coords, _effects, _execute, planned_keys
@@ -15,11 +16,15 @@ def _run_one_unit(backend, spec):
     eng = Engine(backend, spec, [])
     cell = Cell("embedded", "builtin", spec.objects[0], spec.operators[0])
     item = quick_items(1)[0]
-    unit = eng.prepare(cell, item, 0, 0)
-    keys = planned_keys(spec, _coords(spec, "embedded", "builtin", cell.obj, cell.op, item, 0), [])
-    _effects(eng, spec, unit, keys, MODEL_CONDITIONS)
-    rows = [r.model_dump() for g in _execute(eng, spec, unit, keys, "prov", backend, []) for r in g]
-    return eng, unit, item, rows
+    all_keys = planned_keys(spec, _coords(spec, "embedded", "builtin", cell.obj, cell.op, item, 0), [])
+    units, rows = [], []
+    for frame, tracks in spec.frames().items():
+        unit = eng.prepare(cell, item, 0, 0, frame)
+        keys = [k for k in all_keys if k[2]["track"] in tracks]
+        _effects(eng, spec, unit, keys, MODEL_CONDITIONS)
+        rows += [r.model_dump() for g in _execute(eng, spec, unit, keys, "prov", backend, []) for r in g]
+        units.append(unit)
+    return eng, units[0], item, rows
 
 
 @pytest.fixture(scope="session")
