@@ -50,6 +50,18 @@ def test_rows_put_each_number_in_its_column():
                   "identity": "m|x @ r float32"}
 
 
+def test_rows_of_a_quantized_cell_say_so():
+    """A dequantized GGUF's cell: the CSV row carries quantized = True and its label says "(quantized)",
+    so it is never read as the float32 weights it was dequantized to."""
+    cells = [{"cell": {**CELL, "quantized": True}, "contrasts": [AB], "verdict": VERDICT},
+             {"cell": CELL, "contrasts": [AB], "verdict": VERDICT}]
+    q, full = decay_rows({"decay": {**RESULT["decay"], "cells": cells}})
+    assert (q["model_revision"], q["quantized"], q["identity"]) == ("r", True, "m|x @ r float32 (quantized)")
+    assert (full["quantized"], full["identity"]) == (False, "m|x @ r float32")
+    assert {k: v for k, v in q.items() if k not in ("quantized", "identity")} == \
+        {k: v for k, v in full.items() if k not in ("quantized", "identity")}
+
+
 def test_rows_of_a_result_without_decay():
     assert decay_rows({}) == [] and decay_rows({"decay": None}) == [] and decay_rows({"decay": {}}) == []
 
