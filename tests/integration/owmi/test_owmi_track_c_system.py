@@ -21,10 +21,10 @@ TEMPLATE_DEFAULT = "<|im_start|>system\nYou are a helpful AI assistant named Smo
 
 
 def _spec(**over):
-    return quick_spec(items_per_benchmark=1, probes=["detection"], tracks=["A", "C"],
-                      conditions=["intervention", "sham"], operators=[{"name": "noise", "dose": 4.0}],
-                      observer_classifier=False, task_max_new_tokens=4, probe_max_new_tokens=4,
-                      reflection_max_new_tokens=4, **over)
+    base = dict(items_per_benchmark=1, probes=["detection"], tracks=["A", "C"], conditions=["intervention", "sham"],
+                operators=[{"name": "noise", "dose": 4.0}], observer_classifier=False, task_max_new_tokens=4,
+                probe_max_new_tokens=4, reflection_max_new_tokens=4)
+    return quick_spec(**{**base, **over})
 
 
 def test_frames_follow_the_spec():
@@ -62,3 +62,25 @@ def test_an_older_run_is_not_resumed(tmp_path):
         st.con.execute('CREATE TABLE "owmi_runs" (key VARCHAR PRIMARY KEY, prompt_text VARCHAR)')
     with pytest.raises(UserError, match="owmi_runs was written by an older tamperbench.*system_prompt"):
         run(spec, tmp_path)
+
+
+@pytest.mark.model
+def test_runner_matches_track_c_in_its_own_frame(tmp_path, embedded_backend):
+    """Through ``owmi run``: Track C's impact matching is its own calibration row (no system
+    prompt, the batched path named), apart from the shared frame's, and its records say so."""
+    from tamperbench.owmi.runner import run
+    from tamperbench.store import RunStore
+
+    spec = _spec(tracks=["A", "C"], conditions=["intervention", "random_matched"], scopes=["active"],
+                 calibration_steps=1, task_max_new_tokens=2, probe_max_new_tokens=2, reflection_max_new_tokens=2)
+    run(spec, tmp_path)
+    with RunStore.open_existing(tmp_path, read_only=True) as st:
+        cal = {c["system_prompt"]: c for c in st.rows("owmi_calibration")}
+        rows = st.rows("owmi_runs")
+    assert set(cal) == {SHARED, None} and {c["path"] for c in cal.values()} == {"batched"}
+    assert cal[None]["key"] != cal[SHARED]["key"] and cal[None]["target_js"] != cal[SHARED]["target_js"]
+    for r in rows:
+        want = None if r["track"] == "C" else SHARED
+        assert r["system_prompt"] == want
+        if r["condition"] == "random_matched":
+            assert r["random_norm"] == cal[want]["eta"] and r["match_target_js"] == cal[want]["target_js"]
