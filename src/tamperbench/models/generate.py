@@ -81,6 +81,7 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
                             new_tokens=max_new_tokens, cap=cap,
                             private_len=private_len, shared_tokens=shared_tokens, padded_tokens=padded_tokens)
     dec = queue.dec = backend.step_decoder(capacity=rows)
+    dec.per_token_stats = False  # answers need each row's token (and log-probs to sample), no entropies
     row_of: dict[int, int] = {}  # row id -> prompt index
     gens: dict[int, torch.Generator] = {}
     results: list[tuple[list[int], str, str] | None] = [None] * len(prompts)
@@ -138,5 +139,6 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
         "shared_groups": sum(g.prefix > 0 for g in queue.groups), "batch_rows": rows,
         # which attention read the shared prefixes while decoding (decoding/cascade.py), and how much
         "shared_prefix_attention": dec.shared_prefix_attention or "copy", "cascade_rows": dec.cascade_rows,
-        "cascade_groups": dec.kv.groups_registered, "cascade_steps": dec.cascade_steps}
+        "cascade_groups": dec.kv.groups_registered, "cascade_steps": dec.cascade_steps,
+        "per_token_stats": dec.per_token_stats}
     return results  # type: ignore[return-value]

@@ -167,11 +167,10 @@ def admit_rows(dec: Any, heads: Sequence[Any], prompts: Sequence[Sequence[int]],
     """One ``rows_forward``, then each row admitted into the decoder as its private columns' KV over
     its prefix: the decoder keeps the prefix once and reads it once a step (cascade attention), or
     copies it into the row (the copy path, decoding/cascade.py). Returns the row ids, in order."""
-    from tamperbench.models.decoding.distributions import distribution
     from tamperbench.models.decoding.rows import RowSnapshot
 
     logits, kv, sps, lens, end = rows_forward(dec, heads, prompts, branches)
-    logp, stats = distribution(logits, dec.topk)
+    logp, stats = dec.distribution(logits)
     rids = [0] * len(prompts)
     for r in sorted(range(len(prompts)), key=lambda r: -(sps[r] + lens[r])):  # longest first: no regrowth
         q = prompts[r]

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from tamperbench.models.decoding.cascade import cascade_forward, cascade_mode
-from tamperbench.models.decoding.distributions import distribution
+from tamperbench.models.decoding.distributions import DistStats, distribution, greedy_distribution
 from tamperbench.models.decoding.kv_slots import SlotKV
 from tamperbench.models.decoding.packed_linear import packed_linears_for
 from tamperbench.models.decoding.rows import PendingState, Row, RowSnapshot, StepResult
@@ -67,6 +67,13 @@ class StepDecoder:
         self.shared_prefix_attention, self.cascade_fallback = cascade_mode(model, self.kv.window)
         self.cascade_rows = 0  # rows admitted into a shared-prefix group
         self.cascade_steps = 0
+        # False: steps report the token and log-probs only (entropies and top-k NaN, ids -1), for
+        # callers that read nothing else (models/generate.py); the tokens are the same either way
+        self.per_token_stats = True
+
+    def distribution(self, logits: torch.Tensor) -> tuple[torch.Tensor, DistStats]:
+        """The pending distribution of rows whose last logits are ``logits`` (see ``per_token_stats``)."""
+        return (distribution if self.per_token_stats else greedy_distribution)(logits, self.topk)
 
     # ---------------------------------------------------------------- queries
     @property
@@ -140,7 +147,7 @@ class StepDecoder:
         slots, idx = self._make_room(L, m)
         self.kv.write_block(idx, [(layer.keys, layer.values) for layer in dc.layers], am)
         self.kv.pos[idx] = am.sum(1)
-        self.state.write(idx, *distribution(logits, self.topk))
+        self.state.write(idx, *self.distribution(logits))
         return self._place(slots, [Row(-1, list(p), len(p)) for p in prompts])
 
     def _place(self, slots: list[int], rows: list[Row]) -> list[int]:
@@ -275,7 +282,7 @@ class StepDecoder:
             logits = self._forward(chosen[:, None], self.kv.step_mask(b, n + 1), self.kv.pos[:b, None].clone(),
                                    self.kv.cache)[:, -1]
         self.kv.pos[:b] += live.long()
-        self.state.push(*distribution(logits, self.topk))
+        self.state.push(*self.distribution(logits))
         greedy = self.state.stats.greedy.tolist()
         self.steps += 1
         results = []
