@@ -24,9 +24,20 @@ pytestmark = pytest.mark.model
 REL = 1e-4
 
 
-def _spec(path):
+def _spec(path, **over):
     return quick_spec(operators=[{"name": "noise", "dose": 4.0}], task_max_new_tokens=4, calibration_steps=2,
-                      calibration=path, observer_classifier=False)
+                      calibration=path, observer_classifier=False, **over)
+
+
+def _sequential_mean_js(eng, units, eta, kept: bool) -> float:
+    """The sequential path's formula (``Engine.calibrate``), one forward pair per unit."""
+    ref = 0.0
+    for u in units:
+        u.eta = eta
+        iv = eng.make_iv(u, "random_matched", u.task.declared)
+        ref += fw.js_divergence(eng.model, u.task.ids + u.base_ids, min(u.task.declared), iv,
+                                chunk=eng.spec.js_chunk, baseline=u.base_chunks if kept else None)[0]
+    return ref / len(units)
 
 
 @pytest.fixture(scope="module")
@@ -71,16 +82,37 @@ def test_baseline_rows_when_the_baseline_is_not_kept(cell_units, monkeypatch):
         for u in units:
             u.base_chunks = None
         eta = 2.0 * units[0].norm_unit
-        ref = 0.0  # the sequential path's formula (Engine.calibrate), one forward pair per unit
-        for u in units:
-            u.eta = eta
-            iv = seq.make_iv(u, "random_matched", u.task.declared)
-            ref += fw.js_divergence(seq.model, u.task.ids + u.base_ids, min(u.task.declared), iv,
-                                    chunk=seq.spec.js_chunk)[0]
-        ref /= len(units)
-        assert all(u.base_chunks is None for u in units)
-        assert bat.mean_js_rows(units, eta) == pytest.approx(ref, rel=REL)
-        assert ref > 0
+        ref = _sequential_mean_js(seq, units, eta, kept=False)
+        assert bat.mean_js_rows(units, eta) == pytest.approx(ref, rel=REL) and ref > 0
     finally:
         for u, k in zip(units, kept):
             u.base_chunks = k
+
+
+def test_small_chunks_holes_and_chunk_boundaries(cell_units, embedded_backend):
+    """js_chunk 24: the kept baseline spans several chunks and each row is fed 24 // 3 positions a
+    forward, so rows run out at different forwards (holes) and baseline slices cross chunks."""
+    _, _, units = cell_units
+    bat, seq = (Engine(embedded_backend, _spec(p, js_chunk=24), []) for p in ("batched", "sequential"))
+    kept = [u.base_chunks for u in units]
+    try:
+        for u in units:
+            u.base_chunks = list(fw.distributions(bat.model, u.task.ids + u.base_ids, min(u.task.declared), None, 24))
+        assert all(len(u.base_chunks) >= 2 for u in units)
+        eta = 1.5 * units[0].norm_unit
+        ref = _sequential_mean_js(seq, units, eta, kept=True)
+        assert bat.mean_js_rows(units, eta) == pytest.approx(ref, rel=REL) and ref > 0
+    finally:
+        for u, k in zip(units, kept):
+            u.base_chunks = k
+
+
+def test_positions_slices_across_chunks():
+    import torch
+
+    from tamperbench.owmi.batched import _positions
+
+    chunks = [torch.arange(6.0).reshape(3, 2), torch.arange(6.0, 14.0).reshape(4, 2), torch.arange(14.0, 18.0).reshape(2, 2)]
+    whole = torch.cat(chunks)  # 9 positions
+    for lo, hi in [(0, 9), (2, 5), (3, 7), (6, 9), (4, 5), (1, 8)]:
+        assert torch.equal(_positions(chunks, lo, hi), whole[lo:hi]), (lo, hi)
