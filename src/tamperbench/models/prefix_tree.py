@@ -171,13 +171,16 @@ def admit_rows(dec: Any, heads: Sequence[Any], prompts: Sequence[Sequence[int]],
 
     logits, kv, sps, lens, end = rows_forward(dec, heads, prompts, branches)
     logp, stats = dec.distribution(logits)
-    rids = [0] * len(prompts)
-    for r in sorted(range(len(prompts)), key=lambda r: -(sps[r] + lens[r])):  # longest first: no regrowth
+    order = sorted(range(len(prompts)), key=lambda r: -(sps[r] + lens[r]))  # longest first, as always
+    snaps = []
+    for r in order:
         q = prompts[r]
         st = stats.map(lambda t: t[r])  # noqa: B023
-        snap = RowSnapshot(private(kv, r, sps[r], lens[r], end), list(q), len(q), False, None, logp[r], logp[r],
-                           st, st, len(q), heads[r])
-        [rids[r]] = dec.import_rows(snap, 1)
+        snaps.append(RowSnapshot(private(kv, r, sps[r], lens[r], end), list(q), len(q), False, None, logp[r],
+                                 logp[r], st, st, len(q), heads[r]))
+    rids = [0] * len(prompts)
+    for r, rid in zip(order, dec.import_many(snaps)):
+        rids[r] = rid
     return rids
 
 

@@ -147,3 +147,32 @@ def test_prefill_attention_equals_sdpa_over_each_rows_whole_keys():
                 see[t, pk.shape[2] + S - branch[r]: pk.shape[2] + S + t + 1] = True
             ref = torch.nn.functional.scaled_dot_product_attention(q[r], keys, vals, attn_mask=see)
             assert torch.allclose(out[r].transpose(0, 1), ref, atol=1e-5, rtol=0), r
+
+
+def test_import_many_equals_importing_one_by_one(model):
+    """StepDecoder.import_many (what the tree admits with) places rows as import_rows one at a time
+    does: the same slots (a dead slot first, then growth), columns, masks, positions and tokens."""
+    g = torch.Generator().manual_seed(9)
+    src = StepDecoder(model, eos_ids=[2], capacity=4)
+    rids = src.add_rows([torch.randint(3, V, (n,), generator=g).tolist() for n in (12, 5, 8)])
+    src.step()
+    snaps = [src.export_row(r) for r in (rids[0], rids[2], rids[1])]  # widths 13, 9, 6
+
+    def fresh():
+        dec = StepDecoder(model, eos_ids=[2], capacity=6)
+        a, b = dec.add_rows([[5, 6, 7], [8, 9]])
+        dec.release([a])  # a dead slot to fill first
+        return dec
+
+    one, many = fresh(), fresh()
+    r_one = [one.import_rows(s, 1)[0] for s in snaps]
+    r_many = many.import_many(snaps)
+    assert [one.by_id[r] for r in r_one] == [many.by_id[r] for r in r_many] == [0, 2, 3]
+    assert one.n == many.n and torch.equal(one.kv.mask[:4, :one.n], many.kv.mask[:4, :many.n])
+    assert torch.equal(one.kv.pos[:4], many.kv.pos[:4])
+    for la, lb in zip(one.kv.layers, many.kv.layers):
+        assert torch.equal(la.keys, lb.keys) and torch.equal(la.values, lb.values)
+    for _ in range(4):
+        one.step()
+        many.step()
+    assert [one.generated(r) for r in r_one] == [many.generated(r) for r in r_many]

@@ -313,18 +313,42 @@ class StepDecoder:
     def import_rows(self, snap: RowSnapshot, copies: int = 1) -> list[int]:
         if copies > self.free_slots:
             raise ValueError(f"{copies} rows but only {self.free_slots} free slots")
+        kv, shared = self._row_kv(snap)
+        slots, idx = self._make_room(kv[0][0].shape[1], copies)
+        self._load(idx, kv, shared, snap)
+        return self._place(slots, [Row(-1, snap.tokens, snap.n_prompt, snap.can_rollback, snap.refeed)] * copies)
+
+    @torch.inference_mode()
+    def import_many(self, snaps: Sequence[RowSnapshot]) -> list[int]:
+        """One row per snapshot, in order (the slots :meth:`import_rows` one by one would give), the
+        batch and buffers grown once for all: one by one grew the pending log-probs (rows x
+        vocabulary, twice) a row at a time, about 0.8 s of copying for an Exact Words call of 74 rows."""
+        if len(snaps) > self.free_slots:
+            raise ValueError(f"{len(snaps)} rows but only {self.free_slots} free slots")
+        if not snaps:
+            return []
+        kvs = [self._row_kv(snap) for snap in snaps]
+        slots, idx = self._make_room(max(kv[0][0].shape[1] for kv, _ in kvs), len(snaps))
+        for k, ((kv, shared), snap) in enumerate(zip(kvs, snaps)):
+            self._load(idx[k: k + 1], kv, shared, snap)
+        return self._place(slots, [Row(-1, s.tokens, s.n_prompt, s.can_rollback, s.refeed) for s in snaps])
+
+    def _row_kv(self, snap: RowSnapshot) -> tuple[list, object]:
+        """The columns a row of ``snap`` holds here, and its shared prefix (None on the copy path,
+        where the prefix is copied into the row)."""
         kv, shared = snap.kv, snap.shared
-        if shared is not None and self.shared_prefix_attention is None:  # the copy path: prefix into the row
+        if shared is not None and self.shared_prefix_attention is None:
             kv = [(torch.cat([pk[0], k], 1), torch.cat([pv[0], v], 1)) for (pk, pv), (k, v) in zip(shared.kv, kv)]
             shared = None
-        slots, idx = self._make_room(kv[0][0].shape[1], copies)
+        return kv, shared
+
+    def _load(self, idx: torch.Tensor, kv: list, shared, snap: RowSnapshot) -> None:
         self.kv.write_block(idx, kv)
         if shared is not None:
             self.kv.group[idx.cpu()] = self.kv.attach(shared)
-            self.cascade_rows += copies
+            self.cascade_rows += len(idx)
         self.kv.pos[idx] = snap.pos
         self.state.load(idx, snap)
-        return self._place(slots, [Row(-1, snap.tokens, snap.n_prompt, snap.can_rollback, snap.refeed)] * copies)
 
     # ---------------------------------------------------------------- housekeeping
     def _trim_leading(self, force: bool = False) -> None:
