@@ -295,7 +295,7 @@ def test_score_files_and_site_table_carry_the_contrasts(tmp_path):
     paths = save(result, tmp_path / "out")
     md = paths["markdown"].read_text()
     assert "## Temporal decay across tracks" in md and "not claimed by this scorer" not in md
-    assert "m\\|<b>x</b>" in md and "temporal decay (Eq. 19, D.5): one pair only in 1 of 1 cells" in md
+    assert "m\\|&lt;b&gt;x&lt;/b&gt;" in md and "<b>" not in md and "temporal decay (Eq. 19, D.5): one pair only in 1 of 1 cells" in md
     got = list(csv.DictReader(paths["decay_csv"].open()))
     assert [r["contrast"] for r in got] == ["A - B_delayed", "B_delayed - C"]
     assert got[0]["items_paired"] == "12" and got[1]["reason"].startswith("Track C not executed")

@@ -67,6 +67,9 @@ def test_rows_of_a_result_without_decay():
 
 
 def test_markdown_section_line_by_line():
+    """Names, cell labels and claim text are inert Markdown (render._e): ``|`` and ``_`` backslash-escaped,
+    ``>`` an entity (a viewer shows them as typed; no HTML or emphasis acts)."""
+    LABEL_MD = LABEL.replace("_", "\\_")
     assert decay_markdown(RESULT) == [
         "", "## Temporal decay across tracks (Eq. 19; Appendix D.2, D.5)", "",
         "Item-paired contrasts x - y of the detection margin (complete-pair coding; 90% item-clustered bootstrap, "
@@ -74,21 +77,21 @@ def test_markdown_section_line_by_line():
         "| model | cell | contrast | role | items paired (dropped x / y) | pairs x / y | d' x / y | d' diff [90%] | "
         "AUROC x / y | AUROC diff [90%] | BH q | positive | inclusive coding: d' / AUROC diff |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-        f"| m\\|x @ r float32 | {LABEL} | A - B_delayed | primary (Eq. 19) | 7 (1 / 2) | 14 / 13 | 1.235 / 0.500 | "
+        f"| m\\|x @ r float32 | {LABEL_MD} | A - B_delayed | primary (Eq. 19) | 7 (1 / 2) | 14 / 13 | 1.235 / 0.500 | "
         "0.735 [0.1000, 1.2000] | 0.800 / 0.600 | 0.200 [0.0500, 0.3500] | 0.0200 | True | 0.700 / 0.190 |",
-        f"| m\\|x @ r float32 | {LABEL} | B_delayed - C | primary (Eq. 19) | not estimable: Track C not executed in this cell "
+        f"| m\\|x @ r float32 | {LABEL_MD} | B_delayed - C | primary (Eq. 19) | not estimable: Track C not executed in this cell "
         "(no intervention/sham rows) | | | | | | | | |",
         "",
-        "- **m\\|x @ r float32 · bench · resid_post.3 · active**: decay licensed for the A -> B_delayed pair only \\| x",
-        "  - Delta_{A-B_delayed} positive: numbers",
-        "  - Delta_{B_delayed-C} not estimable \\| reason",
+        "- **m\\|x @ r float32 · bench · resid\\_post.3 · active**: decay licensed for the A -&gt; B\\_delayed pair only \\| x",
+        "  - Delta\\_{A-B\\_delayed} positive: numbers",
+        "  - Delta\\_{B\\_delayed-C} not estimable \\| reason",
     ]
     assert decay_markdown({}) == [] and decay_markdown({"decay": None}) == []
     # a not-estimable row first does not end the table
     swapped = {"decay": {**RESULT["decay"], "cells": [{"cell": CELL, "contrasts": [BC, AB], "verdict": VERDICT}]}}
     lines = decay_markdown(swapped)
-    assert lines[7].startswith("| m\\|x @ r float32 | bench · resid_post.3 · add@2.5 · active | B_delayed - C |")
-    assert lines[8].startswith("| m\\|x @ r float32 | bench · resid_post.3 · add@2.5 · active | A - B_delayed |")
+    assert lines[7].startswith("| m\\|x @ r float32 | bench · resid\\_post.3 · add@2.5 · active | B_delayed - C |")
+    assert lines[8].startswith("| m\\|x @ r float32 | bench · resid\\_post.3 · add@2.5 · active | A - B_delayed |")
 
 
 def test_summary_line_counts_each_verdict_of_one_model_identity():

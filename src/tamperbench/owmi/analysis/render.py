@@ -1,6 +1,6 @@
 """``owmi score`` output: Markdown (reading), CSV (one row per cell, spreadsheets), JSON (everything).
 
-Text from run records (model names, benchmark ids) is escaped for Markdown table cells: a
+Text from run records (model names, benchmark ids) is escaped as inert Markdown (``_e``): a
 pipe or newline in a name must not break the table. A model is named by its identity's label
 (``identity.labels``: name, revision, dtype, quantized), never by its name alone: one name run at
 two precisions is two models here, and two rows or claim lines under one name would be ambiguous.
@@ -13,11 +13,15 @@ import json
 import math
 from pathlib import Path
 
+from tamperbench.markdown import escape_markdown
 from tamperbench.owmi.analysis import identity
 
 
 def _e(x) -> str:
-    return str(x).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
+    """Untrusted text (model names, labels, site names) as inert one-line Markdown: ``tamperbench.markdown``
+    escapes ``& < >`` as entities as well as ``|`` and Markdown punctuation, because owmi_score.md is
+    opened in viewers that render HTML inside Markdown (a name ``<img onerror=...>`` must not act)."""
+    return escape_markdown(x)
 
 
 def _n(x, nd=4) -> str:
