@@ -301,13 +301,6 @@ EQUIVALENT += [
      "both callers (owmi score's CLI and the report site) pass n_boot: the default is never used"),
     (_O + "analysis/profile.py", "x_score_runs", '["p_value"] is not None) or True',
      "benjamini_hochberg reads its p-values with np.asarray(dtype=float), which turns None into NaN: the same input"),
-    (_O + "analysis/profile.py", "x_score_runs", "_cells(det_rows, ).items()",
-     "the cell fields include (model, revision, dtype) and every row of a pair shares its cell, so grouping by cell "
-     "forms the same pairs per model, only listed in another order; the variance components are sums over pairs "
-     "(U-statistics), which the order does not change"),
-    (_O + "analysis/profile.py", "x_score_runs", 'r["condition"] != "intervention"}',
-     "every row of a pair (intervention, sham, random, observer) shares its domain, site, item and seed, the only "
-     "fields read from the row looked up by pair id"),
 ]
 
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)
