@@ -29,6 +29,13 @@ FROM "{RUNS_TABLE}" GROUP BY ALL ORDER BY track, hook_scope, condition, tier
 """
 
 
+def _frame(cal: dict) -> str:
+    """Which context a calibration matched in. Why say so: Track C runs without the introspection system
+    prompt, so a run holds one calibration per frame at the same site and dose, and two lines that
+    read the same would look like a duplicate; the system message is what tells them apart."""
+    return "no system message (Track C frame)" if cal.get("system_prompt") is None else "introspection system prompt"
+
+
 def render(run_dir: str | Path, console: Console) -> list[tuple]:
     with RunStore.open_existing(run_dir, read_only=True) as store:
         if store.spec_dict.get("suite") != "owmi" or not store.has_table(RUNS_TABLE):
@@ -46,8 +53,9 @@ def render(run_dir: str | Path, console: Console) -> list[tuple]:
         t.add_row(track, scope, name, str(runs), str(paired), f"{parsed}/{runs}", f(yes, 2), f(rub, 2), f(js, 4), f(ce, 3))
     console.print(t)
     for c in cal:
-        console.print(f"impact matching {c['site']} {c['operator']}={c['dose']}: target mean JS {c['target_js']:.5f}, "
-                      f"achieved {c['achieved_js']:.5f} at norm {c['eta']:.3f} ({c['iterations']} evaluations)")
+        console.print(f"impact matching {c['site']} {c['operator']}={c['dose']} ({_frame(c)}; {c.get('path')} "
+                      f"E[D(eta)]): target mean JS {c['target_js']:.5f}, achieved {c['achieved_js']:.5f} at norm "
+                      f"{c['eta']:.3f} ({c['iterations']} evaluations)", markup=False)
     if bad:
         console.print(f"[yellow]{bad} runs lack a field Appendix D requires and do not enter analysis[/yellow]")
     return rows

@@ -116,12 +116,15 @@ def _cells(text):
 
 CAL = OwmiCalibration(key="cal0", model="m", site="resid_post.1", operator="add", dose=1.0, seed=0, item_id="i0",
                       target_js=0.012345678, achieved_js=0.0123, eta=2.5, iterations=7, trace=[[1.0, 0.01]])
+CAL_SHARED = OwmiCalibration(key="cal1", model="m", site="resid_post.1", operator="add", dose=1.0, seed=0,
+                             item_id="i0", target_js=0.02, achieved_js=0.0201, eta=3.25, iterations=9,
+                             trace=[[1.0, 0.01]], path="batched", system_prompt="You are [b]careful[/b].")
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     path = tmp_path_factory.mktemp("summary") / "run"
-    _write(path, _records(), [CAL])
+    _write(path, _records(), [CAL, CAL_SHARED])
     return path
 
 
@@ -162,8 +165,11 @@ def test_printed_table_calibration_and_unanalysable_count(run):
     assert ["C", "lifted", "intervention", "2", "2", "2/2", "-", "1.00", "0.0600", "-"] in body
     assert ["C", "lifted", "sham", "3", "2", "2/3", "-", "0.50", "-", "-"] in body
     assert len(body) == 6
-    assert ("impact matching resid_post.1 add=1.0: target mean JS 0.01235, achieved 0.01230 at norm 2.500 "
-            "(7 evaluations)") in text
+    # one line per context frame, each naming its frame and how E[D(eta)] was computed
+    assert ("impact matching resid_post.1 add=1.0 (no system message (Track C frame); sequential E[D(eta)]): "
+            "target mean JS 0.01235, achieved 0.01230 at norm 2.500 (7 evaluations)") in text
+    assert ("impact matching resid_post.1 add=1.0 (introspection system prompt; batched E[D(eta)]): "
+            "target mean JS 0.02000, achieved 0.02010 at norm 3.250 (9 evaluations)") in text
     assert "1 runs lack a field Appendix D requires and do not enter analysis" in text
 
 
