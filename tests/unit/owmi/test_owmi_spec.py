@@ -22,6 +22,15 @@ def test_example_config_has_every_axis():
     assert set(spec.scopes) == {"active", "lifted"} and len(spec.conditions) == 5 and spec.observer_models
 
 
+def test_example_config_names_every_spec_field():
+    """The full example is the reference a user copies: a field left out runs at a default nobody reads."""
+    import json
+
+    from tamperbench.owmi.spec import OwmiSpec
+
+    assert set(json.loads((REPO / "examples" / "owmi_full.json").read_text())) == set(OwmiSpec.model_fields)
+
+
 @pytest.mark.parametrize("patch, needle", [
     ({"operators": [{"name": "zero", "dose": 1.5}]}, "operators[0].dose"),
     ({"operators": [{"name": "scale", "dose": -2}]}, "operators[0].dose"),
