@@ -23,6 +23,13 @@ no-reuse baseline on its first N prompts only (the depth baseline prefills 74 x 
 an hour on one thread): it prints the ratio measured on those N prompts and, labelled EXTRAPOLATED,
 the whole preset's from the baseline's seconds a prompt.
 
+With reuse under cascade attention the prefill is a prefix tree (models/prefix_tree.py): the system
+prompt every document starts with is fed once a call, and an item's instruction, which both arms
+repeat word for word, once per item; every document's branches and tails go through common forwards
+whose rows read their document's keys once a layer (decoding/cascade_prefill.py). Both modes decode
+without per-token statistics (entropies, top-k), which generate_chat never returns
+(StepDecoder.per_token_stats); the lines name each mode's attention (``sdpa``: transformers' own).
+
 Shared-prefix attention (models/decoding/cascade.py): with reuse, rows of one shared prefix read
 its keys once a step (``cascade``, the default) or each hold a copy of it (``copy``, the path before
 cascade attention; TAMPERBENCH_SHARED_PREFIX_ATTENTION=copy). ``--attention both`` runs the reuse
@@ -116,6 +123,7 @@ def generate(backend, calls: list[list[str]], *, max_new_tokens: int, share: boo
                         stats[k] = max(stats.get(k, 0), v) if k == "batch_rows" else stats.get(k, 0) + v
             seconds = time.perf_counter() - t0
             stats["cpu_seconds"] = time.process_time() - c0  # this process's CPU time: less sensitive to load
+            stats["attn_implementation"] = backend.model.config._attn_implementation  # the rows' own attention
     finally:
         if attention is not None:
             os.environ.pop(ATTENTION_ENV) if old is None else os.environ.__setitem__(ATTENTION_ENV, old)
@@ -123,7 +131,7 @@ def generate(backend, calls: list[list[str]], *, max_new_tokens: int, share: boo
 
 
 def _line(name: str, n: int, t: float, st: dict, peak: int) -> str:
-    path = ""
+    path = f"; attention {st.get('attn_implementation', '?')} (no shared prefix)"
     if st.get("shared_groups"):
         path = (f"; attention {st.get('shared_prefix_attention', '?')} ({st.get('cascade_rows', 0)} rows in "
                 f"{st.get('cascade_groups', 0)} groups)")
