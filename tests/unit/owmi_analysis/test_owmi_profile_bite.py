@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
+from tamperbench.owmi.analysis import identity
 from tamperbench.owmi.analysis.claims import claim
 from tamperbench.owmi.analysis.decay import decay_contrasts
 from tamperbench.owmi.analysis.profile import _anchor_for, score_runs
@@ -60,31 +61,40 @@ def _records():
     return out
 
 
+IDENT_M = {"model": "m", "model_revision": REV["m"], "dtype": "float32", "quantized": False}
 ANCHORS = [  # saved through the real anchor store, one anchor run directory each, read back in this order
     {"kind": "probe", "model": "m", "provenance_id": "other-weights", "site": "resid_post.3", "layer": 3, "m_probe": 0.9,
-     "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "by model name"},
-    {"kind": "probe", "model": "renamed", "provenance_id": REV["m"], "site": "resid_post.3", "layer": 3, "m_probe": 0.4,
-     "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "by provenance, later"},
-    {"kind": "probe", "model": "m", "provenance_id": REV["m"], "site": "resid_post.9", "layer": 9, "m_probe": 0.2,
+     "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "old, by model name"},
+    {"kind": "probe", **IDENT_M, "provenance_id": "p", "site": "resid_post.3", "layer": 3, "m_probe": 0.4,
+     "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "by identity, later"},
+    {"kind": "probe", **IDENT_M, "provenance_id": "p", "site": "resid_post.9", "layer": 9, "m_probe": 0.2,
      "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "other site"},
     {"kind": "known_positive", "model": "m", "provenance_id": "x", "site": "resid_post.5", "layer": 5, "passes": True,
      "dprime": {"estimate": 3.0}, "auroc": {"estimate": 0.99}, "tag": "kp m"},
     {"kind": "known_positive", "model": "zz", "provenance_id": "y", "site": "resid_post.3", "layer": 3, "passes": False,
      "dprime": {"estimate": 0.1}, "auroc": {"estimate": 0.5}, "tag": "kp other model"},
+    {"kind": "probe", **IDENT_M, "dtype": "bfloat16", "provenance_id": "p", "site": "resid_post.3", "layer": 3,
+     "m_probe": 0.7, "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "other precision, last"},
+    {"kind": "probe", **IDENT_M, "model": "renamed", "provenance_id": "p", "site": "resid_post.3", "layer": 3,
+     "m_probe": 0.7, "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "other name, last"},
 ]
 
 
-def test_anchor_for_matches_kind_model_or_weights_and_site_and_takes_the_last():
-    row = {"model": "m", "model_revision": REV["m"]}
-    assert _anchor_for(ANCHORS, "probe", row, "resid_post.3")["tag"] == "by provenance, later"
-    assert _anchor_for(ANCHORS[:1], "probe", row, "resid_post.3")["tag"] == "by model name"
-    assert _anchor_for(ANCHORS, "probe", row, "resid_post.9")["tag"] == "other site"
-    assert _anchor_for(ANCHORS, "probe", row, "resid_post.4") is None
-    assert _anchor_for(ANCHORS, "known_positive", row, None)["tag"] == "kp m"  # any site when none is asked
-    assert _anchor_for(ANCHORS, "probe", row, None)["tag"] == "other site"
-    assert _anchor_for(ANCHORS, "known_positive", {"model": "m2", "model_revision": REV["m2"]}, None) is None
-    assert _anchor_for(ANCHORS, "probe", {"model": "renamed", "model_revision": "nope"}, "resid_post.3")["tag"] == \
-        "by provenance, later"
+def test_anchor_for_matches_kind_identity_and_site_and_takes_the_last():
+    row = IDENT_M
+    m2 = {"model": "m2", "model_revision": REV["m2"], "dtype": "float32", "quantized": False}
+    idents = {identity.of(row), identity.of(m2)}
+    got = _anchor_for(ANCHORS, "probe", row, "resid_post.3", idents)
+    assert got["tag"] == "by identity, later" and got["identity_matched"] is True
+    got = _anchor_for(ANCHORS[:1], "probe", row, "resid_post.3", idents)
+    assert got["tag"] == "old, by model name" and got["identity_matched"] is False
+    assert _anchor_for(ANCHORS, "probe", row, "resid_post.9", idents)["tag"] == "other site"
+    assert _anchor_for(ANCHORS, "probe", row, "resid_post.4", idents) is None
+    got = _anchor_for(ANCHORS, "known_positive", row, None, idents)  # any site when none is asked
+    assert got["tag"] == "kp m" and got["identity_matched"] is False
+    assert _anchor_for(ANCHORS, "probe", row, None, idents)["tag"] == "other site"
+    assert _anchor_for(ANCHORS, "known_positive", m2, None, idents) is None
+    assert "identity_matched" not in ANCHORS[0]  # the listed anchors stay as read
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +106,7 @@ def scored(tmp_path_factory):
     store.ensure_table(RUNS_TABLE, OwmiRun)
     store.write(RUNS_TABLE, _records())
     store.close()
-    # the probe matched by weights and the known-positive matched by name (the other anchors' cases: above)
+    # the probe matched by identity and the old known-positive by name (one identity under "m"; other cases: above)
     paths = [tmp / "run"] + [save_anchor(tmp / f"anchor{i}", _Spec(name=ANCHORS[i]["tag"]), ANCHORS[i]) for i in (1, 3)]
     result = score_runs(paths, n_boot=N_BOOT, dose_boot=0)
     rows, _, excluded = load_runs([tmp / "run"])
@@ -155,7 +165,7 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
     assert [c["detection"]["complete"]["bh_q"] for c in det] == pytest.approx(list(q))
     assert [c["detection"]["complete"]["bh_reject"] for c in det] == list(reject)
     assert result["bh"]["q"] == pytest.approx(list(q))
-    probe3, kp = ANCHORS[1], ANCHORS[3]
+    probe3, kp = {**ANCHORS[1], "identity_matched": True}, {**ANCHORS[3], "identity_matched": False}
     for c, probe, known in zip(det, (probe3, None, None), (kp, kp, None)):
         comp = c["detection"]["complete"]
         assert c["claim"] == claim(c["detection"], probe=probe, known_positive=known, ladder=None,

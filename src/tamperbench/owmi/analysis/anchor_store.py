@@ -3,6 +3,12 @@
 One table, ``owmi_anchors``: one row per anchor run (kind 'probe' or 'known_positive'), the full
 JSON result kept as text beside the typed columns a reader filters on. The run's spec.json is the
 anchor's spec, so rerunning the same command resumes (and a different spec needs ``--new``).
+
+The identity of the weights an anchor was fitted on (model, model_revision, dtype, quantized:
+``weights_identity``) lives in the JSON result only, not as typed columns: ``RunStore.ensure_table``
+is ``CREATE TABLE IF NOT EXISTS``, so an anchor directory written before the columns existed would
+keep its old table and the insert that names the new columns would fail on resume. ``owmi score``
+reads the JSON (``load_anchors``), so the typed columns would add nothing it filters on.
 """
 
 from __future__ import annotations
@@ -26,6 +32,17 @@ class AnchorRecord(Record):
     layer: int
     passes: bool | None
     result: str  # the full JSON result
+
+
+def weights_identity(backend) -> dict:
+    """The identity fields of the weights ``backend`` runs, filled as OWMI run records fill them
+    (``owmi/runner.py``: revision else sha256, the provenance dtype, quantized = a quantization is
+    named), so ``identity.of(anchor) == identity.of(run row)`` holds exactly when both read the same
+    weights at the same precision. Why: a probe fitted on float32 weights says nothing certain about
+    a bfloat16 or dequantized-GGUF cell of the same name, and rho = margin / m_probe must not mix them."""
+    prov = backend.provenance
+    return {"model_revision": prov.revision or prov.sha256, "dtype": str(prov.dtype),
+            "quantized": bool(prov.quantization)}
 
 
 def save_anchor(out: str | Path, spec: BaseModel, result: dict, *, new: bool = False) -> Path:

@@ -43,6 +43,16 @@ def _above(ci) -> bool | None:
     return None if ci is None else bool(ci[0] > 0)
 
 
+BY_NAME = ("; matched by model name only: the anchor records no weights identity (model_revision, dtype, "
+           "quantized) and the run set holds one identity under this name")
+
+
+def _by_name(anchor: dict) -> str:
+    """The marker of an anchor attached by name (``profile._anchor_for``): the reader must know the
+    anchor was not shown to come from this cell's weights and precision."""
+    return BY_NAME if anchor.get("identity_matched") is False else ""
+
+
 def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, ladder: dict | None,
           bh_reject: bool | None) -> dict:
     """Verdict for one cell from its detection entry, the matching anchors and its dose ladder."""
@@ -53,11 +63,13 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
     kp_ok = None if known_positive is None else bool(known_positive.get("passes"))
     conds.append(("known-positive instrument check passes", kp_ok,
                   "no known-positive anchor for this model" if known_positive is None else
-                  f"held-out d'={known_positive['dprime']['estimate']:.2f}, AUROC={known_positive['auroc']['estimate']:.3f}"))
+                  f"held-out d'={known_positive['dprime']['estimate']:.2f}, AUROC={known_positive['auroc']['estimate']:.3f}"
+                  + _by_name(known_positive)))
     pr_ok = None if probe is None else bool(probe.get("passes"))
     conds.append(("linear probe above its null at this site", pr_ok,
                   "no probe anchor at this site" if probe is None else
-                  f"m_probe={probe['m_probe']:+.3f} vs null 95th pct {_q(probe['layers'][0].get('null_quantile'))}"))
+                  f"m_probe={probe['m_probe']:+.3f} vs null 95th pct {_q(probe['layers'][0].get('null_quantile'))}"
+                  + _by_name(probe)))
     auc_ci = c.get("auroc_ci")
     exceeds_sham = None if not pairs else bool(auc_ci[0] > 0.5 and (bh_reject is not False))
     conds.append(("detection exceeds paired sham (AUROC interval above 0.5, BH-controlled)", exceeds_sham,

@@ -187,6 +187,7 @@ def evaluate(backend, spec: KnownPositiveSpec, peft_model, record: dict, *, n_bo
     """Score held-out directions; re-checks that none of them was trained on."""
     import torch
 
+    from tamperbench.owmi.analysis.anchor_store import weights_identity
     from tamperbench.stats.bootstrap import detection_bootstrap
     from tamperbench.stats.intervals import error_rate_upper_bound, rule_of_three
 
@@ -213,7 +214,8 @@ def evaluate(backend, spec: KnownPositiveSpec, peft_model, record: dict, *, n_bo
     n_trials = 2 * len(seeds)
     return {
         "kind": "known_positive", "spec": spec.model_dump(mode="json"), "model": spec.model,
-        "provenance_id": backend.provenance_id, "site": f"resid_post.{layer}", "layer": layer,
+        **weights_identity(backend), "provenance_id": backend.provenance_id, "site": f"resid_post.{layer}",
+        "layer": layer,
         "training": record, "heldout_seeds": [heldout[0], heldout[-1]], "n_heldout": len(seeds),
         "disjoint": {"at_spec": True, "at_evaluation": not overlap},
         "hits": int(y_int.sum()), "false_alarms": int(y_sham.sum()), "parse_failures": 0,

@@ -102,6 +102,7 @@ def run_probe_anchor(backend, spec: ProbeSpec) -> dict:
     """Collect activations and fit every read-out layer; returns a JSON-able result."""
     from threadpoolctl import threadpool_limits
 
+    from tamperbench.owmi.analysis.anchor_store import weights_identity
     from tamperbench.owmi.analysis.threads import idle_core_threads
 
     t0 = time.time()
@@ -118,8 +119,8 @@ def run_probe_anchor(backend, spec: ProbeSpec) -> dict:
             layers.append({"read_layer": r, **res})
     at_site = layers[0]
     return {
-        "kind": "probe", "spec": spec.model_dump(), "model": spec.model, "provenance_id": backend.provenance_id,
-        "site": f"resid_post.{data['layer']}", "layer": data["layer"],
+        "kind": "probe", "spec": spec.model_dump(), "model": spec.model, **weights_identity(backend),
+        "provenance_id": backend.provenance_id, "site": f"resid_post.{data['layer']}", "layer": data["layer"],
         "item_ids": [i for i, _ in data["items"]], "prompts_sha": _sha(data["prompts"]),
         "train_items": int(train.size), "test_items": int(test.size), "layers": layers,
         "m_probe": at_site["margin"], "passes": at_site["passes"],

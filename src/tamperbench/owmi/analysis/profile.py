@@ -19,11 +19,32 @@ from tamperbench.owmi.analysis.score import (CELL_FIELDS, LADDER_FIELDS, _cells,
                                              ladder_entry, load_runs, variance_entry)
 
 
-def _anchor_for(anchors: list[dict], kind: str, row: dict, site: str | None) -> dict | None:
-    """The anchor of ``kind`` for this model (matched on weights' provenance id, else model name)."""
-    hits = [a for a in anchors if a["kind"] == kind
-            and (a.get("provenance_id") == row.get("model_revision") or a.get("model") == row.get("model"))
-            and (site is None or a.get("site") == site)]
+def _anchor_for(anchors: list[dict], kind: str, row: dict, site: str | None, idents: set[tuple]) -> dict | None:
+    """The anchor of ``kind`` fitted on this cell's weights (``identity.of``), at ``site`` when given.
+
+    Why identity and not name: one name can be run at float32 and bfloat16, at two revisions, or as a
+    dequantized GGUF; a probe fitted on one set of weights says nothing certain about another, and
+    rho = margin / m_probe would divide one precision's margin by another's probe margin. So an
+    anchor that records its weights (model, model_revision, dtype, quantized) attaches only to a cell
+    with the same identity. An anchor written before it recorded them (any of model_revision, dtype,
+    quantized missing) cannot be placed: it attaches by name only where the run set ``idents`` holds
+    exactly one identity under that name (the anchor then cannot have been meant for another), and the
+    returned copy says ``identity_matched: False`` so the claim can say the match is by name; with two
+    or more identities under the name the cell gets no such anchor rather than a guessed one. The
+    last matching anchor wins (a later anchor run supersedes an earlier one). The input dicts are never
+    modified (``result["anchors"]`` lists them as read).
+    """
+    cell = identity.of(row)
+    one_under_name = sum(1 for i in idents if i[0] == row.get("model")) == 1
+    hits = []
+    for a in anchors:
+        if a["kind"] != kind or (site is not None and a.get("site") != site):
+            continue
+        if all(f in a for f in identity.FIELDS):
+            if identity.of(a) == cell:
+                hits.append({**a, "identity_matched": True})
+        elif a.get("model") == row.get("model") and one_under_name:
+            hits.append({**a, "identity_matched": False})
     return hits[-1] if hits else None
 
 
@@ -108,10 +129,11 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         if lad is not None:
             ladders[key] = {"cell": dict(zip(LADDER_FIELDS, key)), **lad}
 
+    idents = {identity.of(r) for r in rows}
     for c in det_cells:
         row = c["cell"]
-        probe = _anchor_for(anchors, "probe", row, row["site"])
-        kp = _anchor_for(anchors, "known_positive", row, None)
+        probe = _anchor_for(anchors, "probe", row, row["site"], idents)
+        kp = _anchor_for(anchors, "known_positive", row, None, idents)
         lad = ladders.get(tuple(row[f] for f in LADDER_FIELDS))
         comp = c["detection"]["complete"]
         c["claim"] = claim(c["detection"], probe=probe, known_positive=kp, ladder=lad,
