@@ -155,3 +155,17 @@ def test_score_gives_each_identity_its_own_rho_and_marks_a_by_name_anchor(tmp_pa
     assert c["rho"]["rho"] == pytest.approx(0.3 / 0.5)
     assert [h for h in c["claim"]["held"] if h.startswith("linear probe")] == [
         "linear probe above its null at this site: m_probe=+0.500 vs null 95th pct +0.100" + BY_NAME]
+
+
+def test_the_markdown_names_the_weights_each_anchor_was_fitted_on():
+    """owmi_score.md's anchor lines name an anchor's weights as the cells are named (identity label),
+    so a reader sees which cells it can anchor; an old anchor says it attaches by name only."""
+    from tamperbench.owmi.analysis.render import _anchor_weights
+
+    who = identity.labels([identity.of(F32), identity.of(BF16)])
+    assert _anchor_weights(_probe(BF16, 0.6, "bf16"), who) == "m @ rev-aaaaaaaa bfloat16"
+    assert _anchor_weights(_probe(F32, 0.5, "f32"), who) == "m @ rev-aaaaaaaa float32"
+    # an anchor whose weights no cell has (the GGUF): labelled on its own, quantized flag shown
+    assert _anchor_weights(_probe(GGUF, 0.5, "q"), who) == "m @ rev-aaaaaaaa float32 (quantized)"
+    assert _anchor_weights(_probe(None, 0.5, "old"), who) == \
+        "m (no weights identity recorded: attaches by name, where one identity has it)"

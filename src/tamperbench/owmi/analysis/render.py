@@ -24,6 +24,17 @@ def _e(x) -> str:
     return escape_markdown(x)
 
 
+def _anchor_weights(anchor: dict, who: dict) -> str:
+    """The weights an anchor was fitted on, named like the cells it may anchor (``identity.labels``), so a
+    reader sees which cells it can attach to (``profile._anchor_for``: equal identity only). An anchor
+    written before anchors recorded their identity says so: it attaches by name, and only where one
+    identity has that name."""
+    if not all(f in anchor for f in identity.FIELDS):
+        return f"{anchor.get('model')} (no weights identity recorded: attaches by name, where one identity has it)"
+    ident = identity.of(anchor)
+    return who.get(ident) or identity.labels([ident])[ident]
+
+
 def _n(x, nd=4) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
@@ -117,7 +128,7 @@ def to_markdown(result: dict) -> str:
         L.append("- none given (pass anchor run directories from `owmi probe` / `owmi known-positive` as RUN arguments)")
     for a in result["anchors"]:
         if a["kind"] == "probe":
-            L.append(f"- linear probe, {_e(a['model'])} at {a['site']} ({a['train_items']} train / {a['test_items']} test items; "
+            L.append(f"- linear probe, {_e(_anchor_weights(a, who))} at {a['site']} ({a['train_items']} train / {a['test_items']} test items; "
                      f"rule: {a['rule']}): m_probe = {a['m_probe']:+.3f}, passes = {a['passes']}")
             for lay in a["layers"]:
                 band = _ci(lay.get("null_band"), 3)
@@ -126,7 +137,7 @@ def to_markdown(result: dict) -> str:
                 L.append(f"  - read at layer {lay['read_layer']}: {acc}, null 95% band {band}, passes = {lay['passes']}, "
                          f"source rule (max |null| < 0.1, mis-specified) = {lay.get('source_rule_pass')}")
         else:
-            L.append(f"- known positive, {_e(a['model'])} at {a['site']}: {a['n_heldout']} held-out directions "
+            L.append(f"- known positive, {_e(_anchor_weights(a, who))} at {a['site']}: {a['n_heldout']} held-out directions "
                      f"(seeds {a['heldout_seeds'][0]}..{a['heldout_seeds'][1]}, disjoint from training: "
                      f"{a['disjoint']['at_evaluation']}); hits {a['hits']}/{a['n_heldout']}, false alarms "
                      f"{a['false_alarms']}/{a['n_heldout']}; d' = {a['dprime']['estimate']:.4f}, AUROC = "
