@@ -50,6 +50,11 @@ def test_known_positive_trains_scores_heldout_and_rechecks_disjointness(embedded
         with pytest.raises(UserError, match="used in training"):
             evaluate(embedded_backend, spec, model, bad, n_boot=10)
     assert res["n_heldout"] == 8 and res["disjoint"] == {"at_spec": True, "at_evaluation": True}
+    # the anchor names the weights it was fitted on as run records do: the GGUF read at float32 is quantized
+    from tamperbench.owmi.analysis import identity
+    from tamperbench.owmi.runner import _revision
+
+    assert identity.of(res) == (spec.model, _revision(embedded_backend), "float32", True)
     assert res["dprime"]["estimate"] == pytest.approx(dprime_counts(res["hits"], 8, res["false_alarms"], 8))
     assert res["errors"] == (8 - res["hits"]) + res["false_alarms"]
     assert res["error_rate_upper95"] == pytest.approx(error_rate_upper_bound(res["errors"], 16))
