@@ -12,6 +12,8 @@ by far more than 1e-4 (see the report of the change that added this test).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 from tamperbench.owmi import engine as engine_mod
@@ -72,21 +74,29 @@ def test_batched_calibration_equals_sequential(cell_units):
     assert len(trace_s) >= 3 and got_s > 0
 
 
+@contextmanager
+def _baselines(units, make):
+    """Each unit's kept baseline chunks replaced by ``make(unit)`` for the block, restored after
+    (the module-scoped ``cell_units`` are shared by the tests)."""
+    kept = [u.base_chunks for u in units]
+    try:
+        for u in units:
+            u.base_chunks = make(u)
+        yield
+    finally:
+        for u, k in zip(units, kept):
+            u.base_chunks = k
+
+
 def test_baseline_rows_when_the_baseline_is_not_kept(cell_units, monkeypatch):
     """Over BASELINE_KEEP_BYTES the batched path puts an unhooked baseline row per unit in the
     batch (the sequential path streams it alongside): same mean JS at one norm."""
     bat, seq, units = cell_units
     monkeypatch.setattr(engine_mod, "BASELINE_KEEP_BYTES", 0)
-    kept = [u.base_chunks for u in units]
-    try:
-        for u in units:
-            u.base_chunks = None
+    with _baselines(units, lambda u: None):
         eta = 2.0 * units[0].norm_unit
         ref = _sequential_mean_js(seq, units, eta, kept=False)
         assert bat.mean_js_rows(units, eta) == pytest.approx(ref, rel=REL) and ref > 0
-    finally:
-        for u, k in zip(units, kept):
-            u.base_chunks = k
 
 
 def test_small_chunks_holes_and_chunk_boundaries(cell_units, embedded_backend):
@@ -94,17 +104,12 @@ def test_small_chunks_holes_and_chunk_boundaries(cell_units, embedded_backend):
     forward, so rows run out at different forwards (holes) and baseline slices cross chunks."""
     _, _, units = cell_units
     bat, seq = (Engine(embedded_backend, _spec(p, js_chunk=24), []) for p in ("batched", "sequential"))
-    kept = [u.base_chunks for u in units]
-    try:
-        for u in units:
-            u.base_chunks = list(fw.distributions(bat.model, u.task.ids + u.base_ids, min(u.task.declared), None, 24))
+    with _baselines(units, lambda u: list(fw.distributions(bat.model, u.task.ids + u.base_ids,
+                                                           min(u.task.declared), None, 24))):
         assert all(len(u.base_chunks) >= 2 for u in units)
         eta = 1.5 * units[0].norm_unit
         ref = _sequential_mean_js(seq, units, eta, kept=True)
         assert bat.mean_js_rows(units, eta) == pytest.approx(ref, rel=REL) and ref > 0
-    finally:
-        for u, k in zip(units, kept):
-            u.base_chunks = k
 
 
 def test_positions_slices_across_chunks():
