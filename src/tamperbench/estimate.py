@@ -210,8 +210,13 @@ def sleight_plan(spec, out, backend) -> Plan:
 
 def quote_plan(spec, out, backend) -> Plan:
     """Pending Exact Words trials of ``spec`` against ``out``; prefill counts each shared prefix
-    once per generation call, as ``generate_chat`` does (models/prefix_share.py)."""
+    once per generation call, as ``generate_chat`` does (models/prefix_share.py). Under cascade
+    attention ``generate_chat`` prefills a prefix tree (models/prefix_tree.py: the groups' common
+    start once, each branch its members repeat once), so the plan counts the tree's tokens there
+    and the one-level groups' elsewhere (the copy path, sliding-window models, remote backends)."""
+    from tamperbench.models.decoding.cascade import cascade_mode
     from tamperbench.models.prefix_share import plan_groups, prefill_cost
+    from tamperbench.models.prefix_tree import tree_prefill_tokens
     from tamperbench.quote.runner import build_trials, call_size, data_sha256, generation_calls
     from tamperbench.quote.runner import plan as quote_pending
 
@@ -228,10 +233,12 @@ def quote_plan(spec, out, backend) -> Plan:
     calls = [call for repeat in sorted({t.repeat for t in trials})
              for call in generation_calls([t for t in trials if t.repeat == repeat], bs, keep_documents=keep_documents)]
     ids = {t.key: backend.chat_ids([{"role": "user", "content": t.prompt}]) for t in trials}
+    model = getattr(backend, "model", None)
+    cost = tree_prefill_tokens if model is not None and cascade_mode(model)[0] is not None else prefill_cost
     prefill = 0
     for call in calls:
         prompts = [ids[t.key] for t in call]
-        prefill += prefill_cost(plan_groups(prompts), prompts)
+        prefill += cost(plan_groups(prompts), prompts)
     # rows decoded at once: a call's trials when memory decides (as far as it allows), else the cap
     batch = max(map(len, calls), default=1) if by_memory else min(bs, max(map(len, calls), default=1))
     notes = [f"prompt tokens without prefix reuse: {sum(map(len, ids.values())):,}",

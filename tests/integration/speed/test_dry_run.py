@@ -60,6 +60,20 @@ def test_quote_dry_run(tmp_path):
     # the runner's calls (quote/runner.py call_size): no --batch-size packs up to 4 x 64 trials per
     # call and decodes a call's rows together, so the ETA is for one wave of 74 rows, not 64 + 10
     assert "batch 74" in res.output and "1 generation call(s) of up to 256 trials" in res.output, res.output
+    # prefill as generate_chat feeds it under cascade attention: the prefix tree (system prompt once,
+    # each document once, each item's instruction once for both arms): 6,023 tokens, as the quote
+    # benchmark's shared run reports feeding (benchmarks/quote_throughput.py --preset standard)
+    assert "prompt tokens to prefill: 6,023;" in res.output, res.output
+
+
+def test_quote_dry_run_prefill_on_the_copy_path(tmp_path, monkeypatch):
+    """Without cascade attention the prompts share one level only (each group's prefix once):
+    7,353 tokens, the sixth session's measured prefill of the standard preset."""
+    monkeypatch.setenv("TAMPERBENCH_SHARED_PREFIX_ATTENTION", "copy")
+    res = CliRunner().invoke(quote_app, ["run", "--dry-run", "--out", str(tmp_path / "q"), "--device", "cpu"],
+                             terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "prompt tokens to prefill: 7,353;" in res.output, res.output
 
 
 def test_quote_dry_run_explicit_batch_size_is_the_cap(tmp_path):
