@@ -9,8 +9,10 @@ is checked from its ``config.json`` alone -- no weights loaded -- before the run
 opened. Doses and every other field are checked when the spec is parsed.
 
 Scope: local models (``embedded``, a transformers directory, a ``.gguf``, a hub id in the local
-cache). Remote schemes (``openai:``, ``vllm:``) have no local config; they are refused by the
-suite's capability check when loaded (OWMI needs hooks).
+cache). A remote scheme (``openai:``, ``vllm:``) among ``models`` is refused here too, from its
+name alone: OWMI hooks the weights, and neither backend offers hooks (``Capability.HOOKS``). The
+capability check at load would refuse it as well, but only after every model before it had run.
+Remote schemes stay welcome in ``observer_models``: the observer reads text only.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from types import SimpleNamespace
 from tamperbench.errors import UserError
 
 LOCAL_SCHEMES = ("embedded", "dir", "gguf", "hub")
+NO_HOOK_SCHEMES = ("openai", "vllm")  # the built-in backends that cannot hook (a plugin scheme may)
 
 
 def model_config(spec: str, field: str):
@@ -42,8 +45,14 @@ def preflight(spec) -> None:
     from tamperbench.owmi.objects import resolve
 
     for i, name in enumerate(spec.models):
+        if scheme_of(name) in NO_HOOK_SCHEMES:
+            from tamperbench.models.protocols import Capability
+
+            raise UserError(f"models[{i}] ({name}): OWMI alters the model's internals and needs "
+                            f"{Capability.HOOKS.value}, which a '{scheme_of(name)}' backend does not offer; "
+                            f"{Capability.HOOKS.instead}, or list it under observer_models (text only)")
         if scheme_of(name) not in LOCAL_SCHEMES:
-            continue
+            continue  # a scheme registered by a plugin: its own capability check runs at load
         shim = SimpleNamespace(config=model_config(name, f"models[{i}]"))
         for j, obj in enumerate(spec.objects):
             resolve(shim, obj, field=f"models[{i}] ({name}): objects[{j}]")

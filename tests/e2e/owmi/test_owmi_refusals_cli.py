@@ -88,3 +88,20 @@ def test_bad_object_for_second_model_refused_before_first_runs(tmp_path, embedde
     assert lines[0].startswith("error: models[1]") and str(tiny) in lines[0], lines[0]
     assert "objects[0].layer: 12 out of range (model has 2 layers" in lines[0], lines[0]
     assert not run.exists() or not any(run.iterdir()), "nothing may be written for the first model"
+
+
+def test_remote_model_refused_before_the_first_model_runs(tmp_path):
+    """A remote backend among the hooked models (``openai:``, which offers no hooks) is refused on
+    the real CLI from the spec alone: one ``error:`` line naming the field, exit status 2, and the
+    embedded model listed before it never runs (no run directory)."""
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"models": ["embedded", "openai:gpt-4o-mini"], "objects": [{"kind": "resid_post", "layer": 3}],
+                               "operators": [{"name": "scale", "dose": 0.5}], "items_per_benchmark": 1,
+                               "probes": ["detection"], "observer_classifier": False}))
+    run = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "tamperbench.cli", "owmi", "run", "--config", str(cfg), "--out", str(run)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2, p.stderr[-2000:]
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert lines[-1].startswith("error: models[1] (openai:gpt-4o-mini): OWMI alters the model's internals"), p.stderr
+    assert "Traceback" not in p.stderr and not run.exists()
