@@ -56,8 +56,11 @@ def main() -> None:
 
     def counting_generate(*a, share_prefix: bool = True, **kw):  # where the time goes, per mode
         out = plain_generate(*a, share_prefix=share_prefix and mode["share"], **kw)
-        for k, v in backend.generation_stats.items():
-            stats[k] = stats.get(k, 0) + v
+        for k, v in backend.generation_stats.items():  # counts add up; labels (the attention path) are kept
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                stats[k] = stats.get(k, 0) + v
+            else:
+                stats[k] = v
         return out
 
     backend.generate_chat = counting_generate
