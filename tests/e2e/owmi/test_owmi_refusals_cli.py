@@ -44,17 +44,24 @@ def test_bad_object_refused_before_compute(tmp_path, embedded_backend, objects, 
     for o in objects:
         if o.get("sae_path") == "SAE":
             o["sae_path"] = str(tmp_path / "sae")
+    run, err, lines = _refused_run(tmp_path, {"objects": objects, "operators": [{"name": "scale", "dose": 0.5}],
+                                              "items_per_benchmark": 1, "probes": ["detection"],
+                                              "observer_classifier": False})
+    assert lines[-1].startswith("error:") and needle in lines[-1], err[-2000:]
+    assert "Traceback" not in err
+    _nothing_stored(run)
+
+
+def _refused_run(tmp_path: Path, config: dict) -> tuple[Path, str, list[str]]:
+    """``owmi run`` on ``config`` through the real CLI, expected to be refused with exit status 2:
+    (the run directory, stderr, its non-blank lines)."""
     cfg = tmp_path / "c.json"
-    cfg.write_text(json.dumps({"objects": objects, "operators": [{"name": "scale", "dose": 0.5}],
-                               "items_per_benchmark": 1, "probes": ["detection"], "observer_classifier": False}))
+    cfg.write_text(json.dumps(config))
     run = tmp_path / "run"
     p = subprocess.run([sys.executable, "-m", "tamperbench.cli", "owmi", "run", "--config", str(cfg), "--out", str(run)],
                        capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 2, p.stderr[-2000:]
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert lines[-1].startswith("error:") and needle in lines[-1], p.stderr[-2000:]
-    assert "Traceback" not in p.stderr
-    _nothing_stored(run)
+    return run, p.stderr, [ln for ln in p.stderr.splitlines() if ln.strip()]
 
 
 def _nothing_stored(run: Path) -> None:
@@ -75,16 +82,11 @@ def test_bad_object_for_second_model_refused_before_first_runs(tmp_path, embedde
     cfg_t = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
     AutoModelForCausalLM.from_config(cfg_t).save_pretrained(tiny)
-    cfg = tmp_path / "c.json"
-    cfg.write_text(json.dumps({"models": ["embedded", str(tiny)], "objects": [{"kind": "resid_post", "layer": 12}],
-                               "operators": [{"name": "scale", "dose": 0.5}], "items_per_benchmark": 1,
-                               "probes": ["detection"], "observer_classifier": False}))
-    run = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "tamperbench.cli", "owmi", "run", "--config", str(cfg), "--out", str(run)],
-                       capture_output=True, text=True, cwd=REPO)
-    assert p.returncode == 2, p.stderr[-2000:]
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, p.stderr[-2000:]
+    run, err, lines = _refused_run(tmp_path, {"models": ["embedded", str(tiny)],
+                                              "objects": [{"kind": "resid_post", "layer": 12}],
+                                              "operators": [{"name": "scale", "dose": 0.5}], "items_per_benchmark": 1,
+                                              "probes": ["detection"], "observer_classifier": False})
+    assert len(lines) == 1, err[-2000:]
     assert lines[0].startswith("error: models[1]") and str(tiny) in lines[0], lines[0]
     assert "objects[0].layer: 12 out of range (model has 2 layers" in lines[0], lines[0]
     assert not run.exists() or not any(run.iterdir()), "nothing may be written for the first model"
@@ -94,14 +96,9 @@ def test_remote_model_refused_before_the_first_model_runs(tmp_path):
     """A remote backend among the hooked models (``openai:``, which offers no hooks) is refused on
     the real CLI from the spec alone: one ``error:`` line naming the field, exit status 2, and the
     embedded model listed before it never runs (no run directory)."""
-    cfg = tmp_path / "c.json"
-    cfg.write_text(json.dumps({"models": ["embedded", "openai:gpt-4o-mini"], "objects": [{"kind": "resid_post", "layer": 3}],
-                               "operators": [{"name": "scale", "dose": 0.5}], "items_per_benchmark": 1,
-                               "probes": ["detection"], "observer_classifier": False}))
-    run = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "tamperbench.cli", "owmi", "run", "--config", str(cfg), "--out", str(run)],
-                       capture_output=True, text=True, cwd=REPO)
-    assert p.returncode == 2, p.stderr[-2000:]
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert lines[-1].startswith("error: models[1] (openai:gpt-4o-mini): OWMI alters the model's internals"), p.stderr
-    assert "Traceback" not in p.stderr and not run.exists()
+    run, err, lines = _refused_run(tmp_path, {"models": ["embedded", "openai:gpt-4o-mini"],
+                                              "objects": [{"kind": "resid_post", "layer": 3}],
+                                              "operators": [{"name": "scale", "dose": 0.5}], "items_per_benchmark": 1,
+                                              "probes": ["detection"], "observer_classifier": False})
+    assert lines[-1].startswith("error: models[1] (openai:gpt-4o-mini): OWMI alters the model's internals"), err
+    assert "Traceback" not in err and not run.exists()
