@@ -173,6 +173,17 @@ def test_printed_table_calibration_and_unanalysable_count(run):
     assert "1 runs lack a field Appendix D requires and do not enter analysis" in text
 
 
+def test_calibration_line_prints_hostile_text_as_typed(tmp_path):
+    """A run directory may come from someone else: a site or path holding rich markup prints as the
+    characters it is (markup off), neither restyled nor raising on an unbalanced closing tag."""
+    hostile = CAL.model_copy(update={"site": "[bold]s[/bold]", "path": "[/x]"})
+    _write(tmp_path / "run", _records(), [hostile])
+    con = _console()
+    render(tmp_path / "run", con)
+    assert "impact matching [bold]s[/bold] add=1.0 (no system message (Track C frame); [/x] E[D(eta)])" in \
+        " ".join(con.export_text().split())
+
+
 def test_no_calibration_and_all_analysable_print_neither_line(tmp_path):
     recs = [r for r in _records() if analysable(r.model_dump())]
     _write(tmp_path / "run", recs)
