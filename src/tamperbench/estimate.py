@@ -157,6 +157,9 @@ class _NoStore:
     def keys(self, table: str) -> set[str]:
         return set()
 
+    def has_table(self, table: str) -> bool:
+        return False
+
     def rows(self, table: str, where: str = "", params: list | None = None) -> list[dict]:
         return []
 
@@ -256,3 +259,63 @@ def dry_run(plan: Plan, backend, echo: Callable[[str], None] = print, *, calibra
         plan.with_eta(cal)
     print_plan(plan, cal, echo)
     return plan
+
+
+def owmi_plan(spec, out, backend) -> Plan:
+    """Pending OWMI records of ``spec`` against run directory ``out`` (nothing written).
+
+    A unit is one record (the store's key: model, cell, item, seed, track, probe family, scope,
+    condition, observer tier), counted with the runner's own ``planned_keys``, so "already stored"
+    is exactly what a resume skips. Row-tokens, an upper bound: each pending record's probe answer
+    to its budget (Track C's reflection budget), plus each pending (model, cell, item, seed)'s task
+    answer under every model condition. Prefill, without the runner's prefix sharing (an upper
+    bound too): each pending record's item prompt and probe text. Impact-matching forwards and
+    the teacher-forced effects are not counted (see the notes); the ETA is calibrated on the first
+    model of the spec."""
+    from tamperbench.owmi.engine import MODEL_CONDITIONS
+    from tamperbench.owmi.probes import probe_text
+    from tamperbench.owmi.records import RUNS_TABLE
+    from tamperbench.owmi.runner import _coords, load_items, planned_keys
+
+    items = {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
+    store = _open_read_only(out)
+    try:
+        have = store.keys(RUNS_TABLE) if store.has_table(RUNS_TABLE) else set()
+    finally:
+        store.close()
+    n_layers = int(backend.model.config.num_hidden_layers)
+    probe_ids: dict[tuple[str, str], int] = {}
+    todo = stored = row_tokens = prefill = 0
+    model_conditions = [c for c in spec.conditions if c in MODEL_CONDITIONS]
+    for model in spec.models:
+        for b in spec.benchmarks:
+            for obj in spec.objects:
+                for op in spec.operators:
+                    for it in items[b]:
+                        for seed in spec.seeds:
+                            keys = planned_keys(spec, _coords(spec, model, b, obj, op, it, seed), spec.observer_models)
+                            pending = [d for k, _, d in keys if k not in have]
+                            stored += len(keys) - len(pending)
+                            todo += len(pending)
+                            if not pending:
+                                continue
+                            row_tokens += len(model_conditions) * spec.task_max_new_tokens
+                            for d in pending:
+                                c = d["track"] == "C"
+                                row_tokens += spec.reflection_max_new_tokens if c else spec.probe_max_new_tokens
+                                key = (it.id, d["probe"])
+                                if key not in probe_ids:
+                                    text = probe_text(d["probe"], person="first", n_layers=n_layers)
+                                    probe_ids[key] = len(backend.chat_ids(
+                                        [{"role": "user", "content": f"{it.prompt_text()}\n\n{text}"}]))
+                                prefill += probe_ids[key]
+    notes = [f"{len(spec.models)} model(s) x {len(spec.objects)} object(s) x {len(spec.operators)} operator(s) x "
+             f"{sum(map(len, items.values()))} item(s) x {len(spec.seeds)} seed(s); one record per track, probe "
+             f"family, scope, condition and observer tier",
+             "prefill counts each record's item prompt and probe without prefix sharing (an upper bound); "
+             "impact-matching bisections and teacher-forced effects are not counted",
+             f"ETA calibrated on {spec.models[0]} only" if len(spec.models) > 1 else "",
+             "the tier-3 classifier's observer rows (observer_classifier) are fitted after the run, not counted"
+             if spec.observer_classifier else ""]
+    return Plan("owmi", todo, stored, row_tokens, prefill, int(backend.max_batch_size), unit_name="records",
+                notes=[n for n in notes if n])

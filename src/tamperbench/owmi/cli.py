@@ -24,6 +24,7 @@ def run_cmd(
     preset: Optional[str] = typer.Option(None, "--preset", help="quick: embedded model, 3 built-in items, all conditions."),
     model: Optional[str] = typer.Option(None, "--model", help="With --preset: the model spec to test (default embedded)."),
     new: bool = typer.Option(False, "--new", help="Discard what the run directory holds and start afresh."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print records, tokens and an ETA; run and store nothing."),
 ) -> None:
     """Run (or resume) an OWMI spec, then print the per-condition summary."""
     from tamperbench.owmi.spec import PRESETS, load_spec
@@ -35,6 +36,15 @@ def run_cmd(
     if model is not None and preset is None:
         raise UserError("--model: only with --preset (a config file names its models)")
     spec = load_spec(config) if config is not None else PRESETS[preset](**({"models": [model]} if model else {}))
+    if dry_run:
+        from tamperbench.estimate import dry_run as print_dry_run, owmi_plan
+        from tamperbench.models import load_backend
+        from tamperbench.owmi.validate import preflight
+
+        preflight(spec)  # a model or object the run would refuse is refused by its plan too
+        backend = load_backend(spec.models[0], device=spec.device, dtype=spec.dtype)
+        print_dry_run(owmi_plan(spec, out, backend), backend, echo=Console().print)
+        return
     from tamperbench.owmi.runner import run
     from tamperbench.owmi.summary import render
 

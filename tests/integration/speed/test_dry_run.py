@@ -85,3 +85,50 @@ def test_quote_dry_run_explicit_batch_size_is_the_cap(tmp_path):
     assert "batch 16" in res.output, res.output
     calls = int(re.search(r"(\d+) generation call\(s\) of up to 16 trials", res.output).group(1))
     assert calls >= 5, res.output
+
+
+def _stored_owmi_records(run_dir, spec, keys):
+    """A run directory of ``spec`` holding records under ``keys`` (the runner's own keys), the
+    other fields placeholders: a dry run reads keys only."""
+    from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
+
+    store = RunStore.open(run_dir, spec)
+    store.ensure_table(RUNS_TABLE, OwmiRun)
+    store.write(RUNS_TABLE, [OwmiRun(
+        key=k, pair_id="p", cell_id="c", model="embedded", model_revision="r", dtype="float32", quantized=True,
+        temperature=0.0, top_p=1.0, max_new_tokens=20, benchmark="builtin", domain="knowledge", item_id="i",
+        item_provenance="{}", object_kind="resid_post", site="resid_post.12", layer=12, operator="add", dose=64.0,
+        positions="task", when="prefill", seed=0, condition="sham", hook_scope="active", track="A",
+        probe_family="detection", probe_text="p", prompt_text="t", prompt_ids=[1], intervened_positions=[],
+        response="{}", finish_reason="stop", parse_ok=True) for k in keys])
+    store.close()
+
+
+def test_owmi_quick_dry_run_counts_records_tokens_and_what_is_stored(tmp_path):
+    """The quick preset by hand: 3 items x 1 seed, tracks A and B_delayed x 5 probe families x 2
+    scopes x (4 model conditions + 1 observer tier) = 300 records; decode bound 300 probe answers x
+    20 tokens + 3 units x 4 model conditions x 16 task tokens = 6,192. Then one unit stored: the
+    plan says 100 stored, 200 to run, and the decode bound drops by that unit's 100 x 20 + 4 x 16."""
+    from tamperbench.owmi.cli import app as owmi_app
+    from tamperbench.owmi.runner import _coords, load_items, planned_keys
+    from tamperbench.owmi.spec import quick_spec
+
+    run_dir = tmp_path / "o"
+    args = ["run", "--preset", "quick", "--dry-run", "--out", str(run_dir)]
+    res = CliRunner().invoke(owmi_app, args, terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "300 records in the spec, 0 already stored, 300 to run" in res.output, res.output
+    assert f"at most {300 * 20 + 3 * 4 * 16:,}" in res.output
+    assert re.search(r"ETA: at most \d+", res.output) and not run_dir.exists()
+
+    spec = quick_spec()
+    obj, op, item = spec.objects[0], spec.operators[0], load_items("builtin", 3)[0]
+    keys = [k for k, _, _ in planned_keys(spec, _coords(spec, "embedded", "builtin", obj, op, item, 0), [])]
+    assert len(keys) == 100
+    _stored_owmi_records(run_dir, spec, keys)
+    res = CliRunner().invoke(owmi_app, args, terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "300 records in the spec, 100 already stored, 200 to run" in res.output, res.output
+    assert f"at most {200 * 20 + 2 * 4 * 16:,}" in res.output
+    with RunStore.open_existing(run_dir, read_only=True) as store:
+        assert store.count("owmi_runs") == 100  # the dry run wrote nothing
