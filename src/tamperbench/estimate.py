@@ -287,28 +287,23 @@ def owmi_plan(spec, out, backend) -> Plan:
     probe_ids: dict[tuple[str, str], int] = {}
     todo = stored = row_tokens = prefill = 0
     model_conditions = [c for c in spec.conditions if c in MODEL_CONDITIONS]
-    for model in spec.models:
-        for b in spec.benchmarks:
-            for obj in spec.objects:
-                for op in spec.operators:
-                    for it in items[b]:
-                        for seed in spec.seeds:
-                            keys = planned_keys(spec, _coords(spec, model, b, obj, op, it, seed), spec.observer_models)
-                            pending = [d for k, _, d in keys if k not in have]
-                            stored += len(keys) - len(pending)
-                            todo += len(pending)
-                            if not pending:
-                                continue
-                            row_tokens += len(model_conditions) * spec.task_max_new_tokens
-                            for d in pending:
-                                c = d["track"] == "C"
-                                row_tokens += spec.reflection_max_new_tokens if c else spec.probe_max_new_tokens
-                                key = (it.id, d["probe"])
-                                if key not in probe_ids:
-                                    text = probe_text(d["probe"], person="first", n_layers=n_layers)
-                                    probe_ids[key] = len(backend.chat_ids(
-                                        [{"role": "user", "content": f"{it.prompt_text()}\n\n{text}"}]))
-                                prefill += probe_ids[key]
+    units = [(model, b, obj, op, it, seed) for model in spec.models for b in spec.benchmarks for obj in spec.objects
+             for op in spec.operators for it in items[b] for seed in spec.seeds]  # the runner's plan order
+    for model, b, obj, op, it, seed in units:
+        keys = planned_keys(spec, _coords(spec, model, b, obj, op, it, seed), spec.observer_models)
+        pending = [d for k, _, d in keys if k not in have]
+        stored += len(keys) - len(pending)
+        todo += len(pending)
+        if not pending:
+            continue
+        row_tokens += len(model_conditions) * spec.task_max_new_tokens
+        for d in pending:
+            row_tokens += spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens
+            key = (it.id, d["probe"])
+            if key not in probe_ids:
+                text = probe_text(d["probe"], person="first", n_layers=n_layers)
+                probe_ids[key] = len(backend.chat_ids([{"role": "user", "content": f"{it.prompt_text()}\n\n{text}"}]))
+            prefill += probe_ids[key]
     notes = [f"{len(spec.models)} model(s) x {len(spec.objects)} object(s) x {len(spec.operators)} operator(s) x "
              f"{sum(map(len, items.values()))} item(s) x {len(spec.seeds)} seed(s); one record per track, probe "
              f"family, scope, condition and observer tier",
