@@ -29,7 +29,10 @@ engine's rows per step (``stats["step_profile"]``), it prints the MFU this batch
 best (per step max(flop/peak, bytes/bw): compute and memory overlapped) and at worst (their sum),
 the engine's fraction of each, the rows per step the 0.7 target would need, and decoder steps timed
 apart at 1 to 46 rows and the run's mean context, fitted as fixed + per row (the weight traffic and
-the per-row compute as the kernels really run them; a few CPU seconds). The MFU lines above it are issue 14's definition, unchanged.
+the per-row compute as the kernels really run them; a few CPU seconds). Last, the linear layers
+alone (the model's own, packed and fused as the engine runs them, chained at 1 to 46 rows): the MFU
+this run's steps would reach if everything else took no time, and the time per step MFU 0.7 leaves
+for attention, norms, statistics and bookkeeping beside what the measured forward spends on them. The MFU lines above it are issue 14's definition, unchanged.
 
 The engine's linears run over oneDNN pre-packed weights (models/decoding/packed_linear.py); the
 naive and chunked loops call the model as it is (packing does not help one row at a time: 0.92x).
@@ -39,6 +42,7 @@ naive and chunked loops call the model as it is (packing does not help one row a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -112,6 +116,63 @@ def step_curve(be, cols: int, rows=(1, 4, 12, 24, 46), steps: int = 4) -> dict[i
     return prof
 
 
+def linear_floor(be, rows=(2, 4, 12, 24, 46), reps: int = 4) -> dict[int, list[float]]:
+    """The model's own linear layers alone, called in forward order through ``nn.Module`` as a step
+    calls them, under the engine's packed weights and fused sibling groups (models/decoding/
+    packed_linear.py), timed at fixed row counts: what a decoder step costs if attention, norms,
+    the sampling statistics and the bookkeeping took no time. Their weights (538 MB for the
+    embedded model) are 16x the 32 MB last-level cache, so each pass reads them from memory as a
+    step does. Same ``{rows: [passes, seconds, 0]}`` shape as :func:`step_curve`. From 2 rows: the
+    decoder runs one-row forwards unpacked (packing is slower there), so a packed 1-row pass would
+    not be the engine's cost; a 1-row step then counts at the fit's fixed + per-row cost, which
+    underestimates it (the floor stays a floor)."""
+    from tamperbench.models.decoding.packed_linear import packed_linears_for
+
+    lins = [m for m in be.model.modules() if isinstance(m, torch.nn.Linear)]
+    packer = packed_linears_for(be.model)
+    prof: dict[int, list[float]] = {}
+    with torch.inference_mode(), (packer.active() if packer is not None else contextlib.nullcontext()):
+        for r in rows:
+            # one input per width, made before timing: fused siblings see the very same tensor
+            xs = {w: torch.randn(r, w) for w in {m.in_features for m in lins}}
+
+            def one_pass(xs: dict[int, torch.Tensor] = xs) -> None:
+                for m in lins:
+                    m(xs[m.in_features])
+
+            one_pass()
+            t = time.perf_counter()
+            for _ in range(reps):
+                one_pass()
+            prof[r] = [reps, time.perf_counter() - t, 0]
+    return prof
+
+
+def report_linear_floor(be, prof: dict, fit, tokens: int, fpt: float, peak: float, target: float = 0.7) -> None:
+    """The MFU this run's step profile would reach if only the linear layers took time, and the
+    time a step leaves everything else at ``target`` (against what the measured forward spends on it)."""
+    floor = roofline.fit_step_cost(linear_floor(be), columns=False)
+    if floor is None:
+        return
+    steps = sum(int(v[0]) for v in prof.values())
+    rows = sum(int(v[0]) * r for r, v in prof.items())
+    t_floor = steps * floor.fixed + rows * floor.per_row
+    t_target = tokens * fpt / (target * peak)
+    print(f"linear layers alone ({sum(isinstance(m, torch.nn.Linear) for m in be.model.modules())} linears chained, "
+          f"packed as the engine runs them, timed apart at 2-46 rows; load {os.getloadavg()[0]:.1f}): "
+          f"{floor.fixed * 1e3:.1f} ms + {floor.per_row * 1e3:.2f} ms/row, i.e. {roofline.weight_bytes(be.model) / max(floor.fixed, 1e-9) / 1e9:.1f} GB/s "
+          f"of weights and {fpt / max(floor.per_row, 1e-12) / 1e9:.0f} GFLOP/s a row")
+    print(f"linear floor: over this run's {steps} steps and {rows} token-rows the linears alone take {t_floor:.2f} s "
+          f"-> MFU at most {roofline.mfu(tokens, t_floor, fpt, peak):.2f} if attention, norms, statistics and "
+          f"bookkeeping took no time; MFU {target} needs the whole run in {t_target:.2f} s, leaving "
+          f"{(t_target - t_floor) / max(steps, 1) * 1e3:.1f} ms a step for all of them"
+          + ("" if fit is None else
+             f" (the measured forward spends {(fit.fixed - floor.fixed) * 1e3:.1f} ms + "
+             f"{(fit.per_row - floor.per_row) * 1e3:.2f} ms/row on them, "
+             f"{(fit.fixed - floor.fixed + (fit.per_row - floor.per_row) * rows / max(steps, 1)) * 1e3:.1f} ms "
+             f"at this run's mean {rows / max(steps, 1):.1f} rows)"))
+
+
 def report_roofline(be, stats: dict, seconds: float, cpu_seconds: float, tokens: int, fpt: float, peak: float,
                     bws: list[float], target: float = 0.7) -> None:
     """What MFU this run's batch profile allows at all (sleight/roofline.py), and how near the engine gets."""
@@ -156,6 +217,7 @@ def report_roofline(be, stats: dict, seconds: float, cpu_seconds: float, tokens:
               f"GFLOP/s (peak {peak / 1e9:.0f}); an unbounded batch tends to MFU {fit.limit_mfu(fpt, peak):.2f}; "
               f"MFU {target} would need "
               + (f"{need:.0f} rows in every step" if need != float("inf") else "more than any batch at this cost"))
+    report_linear_floor(be, prof, fit, tokens, fpt, peak, target)
 
 
 # ------------------------------------------------------------------ 1. the engine
