@@ -14,8 +14,11 @@ import pytest
 
 from tamperbench.owmi.analysis.claims import LEVELS, claim, structure_claim
 
-RECON = ("reconstruction beats the observer bound: reconstruction family not scored (no ground-truth concept label "
-         "for these interventions)")
+RECON = ["reconstruction beats the observer bound (rule-scored, not human-validated): no reconstruction cell matches "
+         "this cell (paper: reconstruction not scored, no ground-truth concept label; ours: rule-scored where the "
+         "injected concept is recorded)",
+         "reconstruction scoring human-validated (D.3: multiple raters, threshold fixed in advance): no human-validated "
+         "subset supplied: no reconstruction claim is licensed"]  # reconstruction cases: test_owmi_reconstruction_claims.py
 
 
 def det(pairs=12, auc=0.8125, ci=(0.625, 0.9375), rnd=(0.125, (0.0625, 0.25)), rnd_name="random_matched",
@@ -52,7 +55,7 @@ def test_every_condition_held_is_level_4_and_lists_each_line():
         "margin over the observer bound above zero: +0.2500 [+0.1250, +0.3750] (tiers [1, 3])",
         "positive used-object m0 near zero dose: m0 from 4 doses",
     ]
-    assert v["failed"] == [] and v["not_measured"] == [RECON]
+    assert v["failed"] == [] and v["not_measured"] == RECON
 
 
 @pytest.mark.parametrize("which", ["rnd", "obs"])
@@ -126,7 +129,7 @@ def test_anchor_lines_when_missing_or_failed():
 
 
 def test_detection_with_controls_but_failed_anchors_stays_level_4():
-    # D.5 level 5 needs reconstruction, which is never scored here: failed anchors cannot lower level 4
+    # D.5 level 5 needs a (human-validated) reconstruction, absent here: failed anchors cannot lower level 4
     v = run(kp={**KP, "passes": False}, probe=None, ladder=None)
     assert v["level"] == 4
 

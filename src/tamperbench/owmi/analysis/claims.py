@@ -18,6 +18,16 @@ see exactly why a stronger claim was not made. Levels, weakest first:
 5. controlled evidence of reportability, consistent with second-order access - additionally
    reconstruction beats the observer bound, both anchors pass, and a positive used-object m0
    persists near zero dose. Never evidence of consciousness or a human-like self-model.
+
+Reconstruction. The paper scored none (D.3: no ground-truth concept label). Ours is rule-scored
+(``recon_rule``, margins in ``reconstruction``), and its observer margin is read from the
+reconstruction cell that shares this detection cell's model, site, operator, dose, track and scope.
+D.3 also requires a human-validated subset before *any* reconstruction claim, so a rule-scored
+"reconstruction beats the observer bound" never licenses level 5 on its own: level 5 needs, as a
+separate condition, a human validation (``validation_passes``) supplied by the user. Without it
+the verdict stays at level 4 and its claim line says the reconstruction side is rule-scored, not
+human-validated. A rule-scored reconstruction that does *not* beat the observer bound is the
+second half of Eq. 17 and needs no validation to be reported as "not demonstrated".
 """
 
 from __future__ import annotations
@@ -53,9 +63,57 @@ def _by_name(anchor: dict) -> str:
     return BY_NAME if anchor.get("identity_matched") is False else ""
 
 
+def exceeds_sham(det: dict | None, bh_reject: bool | None) -> bool | None:
+    """Detection exceeds paired sham: complete-pair AUROC interval above 0.5 and BH not refusing it;
+    None without a scorable pair. Shared by the claim and by Eq. 17 (``reconstruction.eq17``)."""
+    c = (det or {}).get("complete", {})
+    if not c.get("pairs"):
+        return None
+    return bool(c["auroc_ci"][0] > 0.5 and (bh_reject is not False))
+
+
+RECON_NAME = "reconstruction beats the observer bound (rule-scored, {v})"
+VALIDATION_NAME = "reconstruction scoring human-validated (D.3: multiple raters, threshold fixed in advance)"
+
+
+def validation_passes(v: dict | None) -> bool | None:
+    """A supplied human validation of the reconstruction rule: ``raters`` (>= 2), ``sample_size`` (>= 1),
+    ``threshold`` (agreement required, fixed before the claim) and ``agreement`` (achieved). These are
+    the user's statement of a validation done outside this tool; it is not recomputed here. None: none
+    supplied; False: supplied but short of the paper's conditions."""
+    if v is None:
+        return None
+    try:
+        return bool(int(v["raters"]) >= 2 and int(v["sample_size"]) >= 1 and 0 <= float(v["threshold"]) <= 1
+                    and float(v["agreement"]) >= float(v["threshold"]))
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _recon_conditions(recon: dict | None, validation: dict | None) -> list[tuple[str, bool | None, str]]:
+    val_ok = validation_passes(validation)
+    name = RECON_NAME.format(v="human-validated" if val_ok else "not human-validated")
+    obs = ((recon or {}).get("margins") or {}).get("complete", {}).get("observer")
+    if recon is None:
+        line = (name, None, "no reconstruction cell matches this cell (paper: reconstruction not scored, no ground-truth "
+                "concept label; ours: rule-scored where the injected concept is recorded)")
+    elif obs is None:
+        line = (name, None, f"no complete reconstruction-observer pairs (unscorable pairs: {recon.get('unscorable_pairs')})")
+    else:
+        line = (name, bool(obs["ci"][0] > 0), f"mu_obs = {obs['estimate']:+.4f} [{obs['ci'][0]:+.4f}, {obs['ci'][1]:+.4f}] "
+                f"(n={obs['pairs']}, max over observer tiers {obs.get('observer_tiers')})")
+    v = validation or {}
+    vline = (VALIDATION_NAME, val_ok, "no human-validated subset supplied: no reconstruction claim is licensed"
+             if validation is None else f"{v.get('raters')} raters, {v.get('sample_size')} items, agreement "
+             f"{v.get('agreement')} vs threshold {v.get('threshold')}")
+    return [line, vline]
+
+
 def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, ladder: dict | None,
-          bh_reject: bool | None) -> dict:
-    """Verdict for one cell from its detection entry, the matching anchors and its dose ladder."""
+          bh_reject: bool | None, recon: dict | None = None, recon_validation: dict | None = None) -> dict:
+    """Verdict for one cell from its detection entry, the matching anchors, its dose ladder, and the
+    rule-scored entry of its reconstruction cell (``reconstruction.reconstruction_entry``) with any
+    human validation of that rule."""
     conds: list[tuple[str, bool | None, str]] = []
     c = (det or {}).get("complete", {})
     pairs = c.get("pairs", 0)
@@ -71,8 +129,8 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
                   f"m_probe={probe['m_probe']:+.3f} vs null 95th pct {_q(probe['layers'][0].get('null_quantile'))}"
                   + _by_name(probe)))
     auc_ci = c.get("auroc_ci")
-    exceeds_sham = None if not pairs else bool(auc_ci[0] > 0.5 and (bh_reject is not False))
-    conds.append(("detection exceeds paired sham (AUROC interval above 0.5, BH-controlled)", exceeds_sham,
+    beats_sham = exceeds_sham(det, bh_reject)
+    conds.append(("detection exceeds paired sham (AUROC interval above 0.5, BH-controlled)", beats_sham,
                   f"AUROC={c.get('auroc', float('nan')):.4f} [{auc_ci[0]:.4f}, {auc_ci[1]:.4f}]" if pairs else "-"))
     margins = (det or {}).get("margins", {})
     rnd = margins.get("random_matched") or margins.get("random_unit")
@@ -83,8 +141,8 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
     conds.append(("margin over the observer bound above zero", _above(obs and obs["ci"]),
                   f"{obs['estimate']:+.4f} [{obs['ci'][0]:+.4f}, {obs['ci'][1]:+.4f}] (tiers {obs.get('observer_tiers')})"
                   if obs else "no observer rows"))
-    conds.append(("reconstruction beats the observer bound", None,
-                  "reconstruction family not scored (no ground-truth concept label for these interventions)"))
+    recon_conds = _recon_conditions(recon, recon_validation)
+    conds += recon_conds
     m0 = (ladder or {}).get("m0") if ladder else None
     m0_ok = None
     if isinstance(m0, dict) and ladder.get("stratified"):
@@ -98,16 +156,21 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
     unknown = [f"{n}: {d}" for n, ok, d in conds if ok is None]
     if not pairs:
         level = 0
-    elif exceeds_sham:
+    elif beats_sham:
         ctrl_ok = _above(rnd and rnd["ci"]) is True and _above(obs and obs["ci"]) is True
-        # level 5 also needs reconstruction to beat the observer bound, which is never scored here: so
-        # the controls decide between 3 and 4, whatever the anchors and m0 say
-        level = 4 if ctrl_ok else 3
+        # level 5 also needs reconstruction to beat the observer bound AND a human validation of that score
+        # (D.3), both anchors and m0: without all of them the controls decide between 3 and 4
+        recon_ok, val_ok = (ok for _, ok, _ in recon_conds)
+        full = all(x is True for x in (recon_ok, val_ok, kp_ok, pr_ok, m0_ok))
+        level = (5 if full else 4) if ctrl_ok else 3
     elif kp_ok is not True or pr_ok is not True:
         level = 1
     else:
         level = 2
     text = LEVELS[level]
+    if level == 4 and recon_conds[0][1] is True and recon_conds[1][1] is not True:
+        text += (" (reconstruction beats the observer bound by the rule score, which is not human-validated: D.3 "
+                 "requires a human-validated subset before any reconstruction claim, so no semantic access is claimed)")
     if level == 2 and c.get("equivalence"):
         e = c["equivalence"][0]
         text += f" (AUROC advantage below {100 * e['bound']:.2f} percentage points at alpha {e['alpha']})"

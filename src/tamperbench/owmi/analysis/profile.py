@@ -104,7 +104,11 @@ def _pools(det_rows: list[dict], n_boot: int, seed: int) -> tuple[list[dict], di
 
 
 def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0, dose_boot: int = 100,
-               decay_level: float = 0.95) -> dict:
+               decay_level: float = 0.95, recon_validation: dict | None = None) -> dict:
+    """Score every cell. ``recon_validation``: a human validation of the reconstruction rule
+    (``claims.validation_passes``); without one no cell's claim rests on reconstruction (D.3)."""
+    from tamperbench.owmi.analysis import reconstruction as rc
+    from tamperbench.owmi.analysis.claims import exceeds_sham
     from tamperbench.stats.dose import extraction_ratio
     from tamperbench.stats.multiple import benjamini_hochberg
 
@@ -115,6 +119,8 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         entry: dict[str, Any] = {"cell": cell, "runs": len(rs)}
         if cell["probe_family"] in ("detection", "confidence"):
             entry["detection"] = detection_entry(rs, n_boot, seed)
+        if cell["probe_family"] == "reconstruction":
+            entry["reconstruction"] = rc.reconstruction_entry(rs, n_boot, seed)
         entry["confidence"] = confidence_entry(rs)
         cells.append(entry)
     det_cells = [c for c in cells if c["cell"]["probe_family"] == "detection"]
@@ -129,6 +135,7 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         if lad is not None:
             ladders[key] = {"cell": dict(zip(LADDER_FIELDS, key)), **lad}
 
+    recon_cells = {rc.joint_key(c["cell"]): c for c in cells if "reconstruction" in c}
     idents = {identity.of(r) for r in rows}
     for c in det_cells:
         row = c["cell"]
@@ -136,8 +143,13 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         kp = _anchor_for(anchors, "known_positive", row, None, idents)
         lad = ladders.get(tuple(row[f] for f in LADDER_FIELDS))
         comp = c["detection"]["complete"]
+        rcell = recon_cells.get(rc.joint_key(row))
         c["claim"] = claim(c["detection"], probe=probe, known_positive=kp, ladder=lad,
-                           bh_reject=comp.get("bh_reject"))
+                           bh_reject=comp.get("bh_reject"), recon=rcell and rcell["reconstruction"],
+                           recon_validation=recon_validation)
+        if rcell is not None:  # Eq. 17 lives on the reconstruction cell, beside its margins
+            rcell["eq17"] = rc.eq17(c["detection"], rcell["reconstruction"],
+                                    exceeds_sham(c["detection"], comp.get("bh_reject")))
         c["rho"] = (extraction_ratio(comp["margin"], tuple(comp["margin_ci"]), probe["m_probe"])
                     if probe and comp["pairs"] else None)
 
@@ -148,7 +160,8 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
     variance, model_claims = _model_level(rows, det_rows, decay)
     return {"runs": [str(p) for p in paths], "n_rows": len(rows), "excluded_runs": excluded, "cells": cells,
             "pooled": pooled, "all_models_pool": all_models, "bh": bh, "ladders": list(ladders.values()),
-            "variance": variance, "anchors": anchors, "decay": decay, "model_claims": model_claims}
+            "variance": variance, "anchors": anchors, "decay": decay, "model_claims": model_claims,
+            "reconstruction": {"rule": rc.RULE, "paper": rc.PAPER, "human_validation": recon_validation}}
 
 
 def _model_level(rows: list[dict], det_rows: list[dict], decay: dict) -> tuple[dict, list[dict]]:

@@ -162,6 +162,9 @@ def to_markdown(result: dict) -> str:
     from tamperbench.owmi.analysis.decay import decay_markdown
 
     L += decay_markdown(result)
+    from tamperbench.owmi.analysis.reconstruction import reconstruction_markdown
+
+    L += reconstruction_markdown(result)
     L += ["", "## Claim verdicts (Appendix D.5)", ""]
     for m in result["model_claims"]:
         L.append(f"- **{_e(m['label'])}** (model level): {_e(m['structure'])}; {_e(m['decay'])}")
@@ -196,5 +199,13 @@ def save(result: dict, out: Path) -> dict[str, Path]:
         w = csv.DictWriter(fh, fieldnames=list(drows[0]) if drows else ["model", "cell", "contrast"])
         w.writeheader()
         w.writerows(drows)
+    from tamperbench.owmi.analysis.reconstruction import reconstruction_rows
+
+    paths["reconstruction_csv"] = out / "owmi_reconstruction.csv"
+    rrows = reconstruction_rows(result)
+    with paths["reconstruction_csv"].open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rrows[0]) if rrows else ["model", "cell", "scoring"])
+        w.writeheader()
+        w.writerows(rrows)
     paths["json"].write_text(json.dumps(result, indent=1, default=str, allow_nan=True), encoding="utf-8")
     return paths
