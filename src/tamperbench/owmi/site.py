@@ -64,7 +64,32 @@ def _tables(result: dict) -> list[LeaderTable]:
             v = c["claim"]
             claims.add(who[identity.of(c["cell"])], label, cell(v["level"]), v["claim"], "; ".join(v["held"]),
                        "; ".join(v["failed"]), "; ".join(v["not_measured"]))
-    return [prof, det, claims, _model_claims_table(result), _decay_table(result)]
+    return [prof, det, claims, _model_claims_table(result), _decay_table(result), _recon_table(result)]
+
+
+def _recon_table(result: dict) -> LeaderTable:
+    """Rule-scored reconstruction margins per cell (Eq. 8) and Eq. 17; the note names the paper's rule
+    (not scored) beside ours, and that no claim rests on them without human validation (D.3)."""
+    from tamperbench.owmi.analysis.reconstruction import reconstruction_rows
+    from tamperbench.owmi.analysis.recon_rule import PAPER, RULE
+
+    t = LeaderTable(slug="owmi-reconstruction", title="Reconstruction, rule-scored and not human-validated "
+                    "(complete-pair coding; 95% item-clustered bootstrap intervals)",
+                    columns=["model", "cell", "pairs", "accuracy int / sham", "margin vs sham", "margin vs random",
+                             "margin vs observer (max over tiers)", "chance", "parsed / attempted", "unscorable pairs",
+                             "Eq. 17 literal / decision"],
+                    note=f"{PAPER}. Ours: {RULE}. Eq. 17: detection beats sham and reconstruction does not beat the "
+                         "observer bound (literal: point estimates; decision: the intervals the claim rule reads).")
+    for r in reconstruction_rows(result):
+        acc = [r["accuracy_intervention"], r["accuracy_sham"]]
+        t.add(r["identity"], r["cell"], cell(r["pairs_vs_sham"]),
+              Cell(" / ".join("" if a is None else f"{a:.3f}" for a in acc)),
+              Cell(f"{r['margin_sham']:+.4f} {r['margin_sham_ci']}", r["margin_sham"]) if r["pairs_vs_sham"] else Cell(""),
+              Cell(r["margin_random"] + (f" ({r['random_kind']})" if r["random_kind"] else "")),
+              Cell(r["margin_observer"]), cell(r["chance"], "{:.3f}"), Cell(r["parse"]),
+              Cell(r["unscorable_pairs"]),
+              Cell(f"{r['eq17_literal']} / {r['eq17_decision']}"))
+    return t
 
 
 def _model_claims_table(result: dict) -> LeaderTable:

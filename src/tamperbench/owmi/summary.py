@@ -41,7 +41,8 @@ def render(run_dir: str | Path, console: Console) -> list[tuple]:
         if store.spec_dict.get("suite") != "owmi" or not store.has_table(RUNS_TABLE):
             raise UserError(f"{run_dir}: not an OWMI run (no {RUNS_TABLE} table)")
         rows = store.con.execute(SQL).fetchall()
-        bad = sum(not analysable(r) for r in store.rows(RUNS_TABLE))
+        all_rows = store.rows(RUNS_TABLE)
+        bad = sum(not analysable(r) for r in all_rows)
         cal = store.rows("owmi_calibration") if store.has_table("owmi_calibration") else []
     t = Table(title=f"OWMI {run_dir}: runs per track x scope x condition (observer tier in brackets)")
     for c in ("track", "scope", "condition", "runs", "paired w/ intervention", "parsed", "yes-rate (descr.)",
@@ -56,6 +57,39 @@ def render(run_dir: str | Path, console: Console) -> list[tuple]:
         console.print(f"impact matching {c['site']} {c['operator']}={c['dose']} ({_frame(c)}; {c.get('path')} "
                       f"E[D(eta)]): target mean JS {c['target_js']:.5f}, achieved {c['achieved_js']:.5f} at norm "
                       f"{c['eta']:.3f} ({c['iterations']} evaluations)", markup=False)
+    _reconstruction(run_dir, [r for r in all_rows if analysable(r)], console)
     if bad:
         console.print(f"[yellow]{bad} runs lack a field Appendix D requires and do not enter analysis[/yellow]")
     return rows
+
+
+def _reconstruction(run_dir, rows: list[dict], console: Console) -> None:
+    """Reconstruction rows, rule-scored (``owmi.analysis.recon_rule``; the paper scored none): per track,
+    scope and condition, how many reports named the concept injected in their pair's intervention run.
+    Descriptive like the yes-rate; the margins are ``owmi score``'s. Printed only when the run has them."""
+    from tamperbench.owmi.analysis.reconstruction import scored_view
+
+    rec = [r for r in rows if r["probe_family"] == "reconstruction"]
+    if not rec:
+        return
+    view, dropped = scored_view(rec)
+    tally: dict[tuple, list[int]] = {}
+    for r in rec:
+        key = (r["track"], r["hook_scope"], r["condition"], r.get("observer_tier") or 0)
+        tally.setdefault(key, [0, 0, 0])[0] += 1
+    for r in view:
+        if r["parse_ok"] and r["detected"] is not None:
+            t = tally[(r["track"], r["hook_scope"], r["condition"], r.get("observer_tier") or 0)]
+            t[1] += 1
+            t[2] += bool(r["detected"])
+    t = Table(title=f"OWMI {run_dir}: reconstruction, rule-scored (report names its pair's injected concept; not "
+              "human-validated; the paper scored none)")
+    for c in ("track", "scope", "condition", "runs", "scored", "correct", "rate (descr.)"):
+        t.add_column(c)
+    for (track, scope, cond, tier), (n, k, hit) in sorted(tally.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        t.add_row(track, scope, f"{cond} [{tier}]" if cond == "observer" else cond, str(n), str(k), str(hit),
+                  f"{hit / k:.2f}" if k else "-")
+    console.print(t)
+    if dropped:
+        console.print("unscorable reconstruction pairs: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())),
+                      markup=False)

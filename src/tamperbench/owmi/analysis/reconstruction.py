@@ -153,12 +153,19 @@ def reconstruction_rows(result: dict) -> list[dict]:
                     "margin_observer": _margin(mc.get("observer")),
                     "inclusive_margin_observer": _margin(mi.get("observer")),
                     "observer_tiers": (mc.get("observer") or {}).get("observer_tiers"),
-                    "chance": r["chance"]["rate"], "unscorable_pairs": r["unscorable_pairs"],
+                    "chance": r["chance"]["rate"],
+                    "unscorable_pairs": ", ".join(f"{k} {v}" for k, v in sorted(r["unscorable_pairs"].items())),
                     "parse": "; ".join(f"{p['condition']} {p['parsed']}/{p['attempted']}" for p in r["parse_rates"]),
                     "eq17_literal": e17.get("literal"), "eq17_decision": e17.get("decision"),
                     "model_revision": c["cell"].get("model_revision"), "quantized": bool(c["cell"].get("quantized")),
                     "identity": labels[identity.of(c["cell"])]})
     return out
+
+
+def _signed(x) -> str:
+    from tamperbench.owmi.analysis.render import _n
+
+    return _n(x) if _n(x) == "n/a" else f"{x:+.4f}"
 
 
 def reconstruction_markdown(result: dict) -> list[str]:
@@ -177,8 +184,8 @@ def reconstruction_markdown(result: dict) -> list[str]:
          "Eq. 17 literal / decision |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         L.append(f"| {_e(r['identity'])} | {_e(r['cell'])} | {r['pairs_vs_sham']} | {_n(r['accuracy_intervention'], 3)} / "
-                 f"{_n(r['accuracy_sham'], 3)} | {_n(r['margin_sham'])} {r['margin_sham_ci']} | {r['margin_random']}"
+                 f"{_n(r['accuracy_sham'], 3)} | {_signed(r['margin_sham'])} {r['margin_sham_ci']} | {r['margin_random']}"
                  f"{' (' + r['random_kind'] + ')' if r['random_kind'] else ''} | {r['margin_observer']} | "
-                 f"{_n(r['inclusive_margin_sham'])} / {r['inclusive_margin_observer']} | {_n(r['chance'], 3)} | "
-                 f"{_e(r['parse'])} | {_e(str(r['unscorable_pairs']))} | {r['eq17_literal']} / {r['eq17_decision']} |")
+                 f"{_signed(r['inclusive_margin_sham'])} / {r['inclusive_margin_observer']} | {_n(r['chance'], 3)} | "
+                 f"{_e(r['parse'])} | {_e(r['unscorable_pairs'] or 'none')} | {r['eq17_literal']} / {r['eq17_decision']} |")
     return L
