@@ -70,11 +70,11 @@ def _tables(result: dict) -> list[LeaderTable]:
 def _recon_table(result: dict) -> LeaderTable:
     """Rule-scored reconstruction margins per cell (Eq. 8) and Eq. 17; the note names the paper's rule
     (not scored) beside ours, and that no claim rests on them without human validation (D.3)."""
-    from tamperbench.owmi.analysis.reconstruction import reconstruction_rows
     from tamperbench.owmi.analysis.recon_rule import PAPER, RULE
+    from tamperbench.owmi.analysis.reconstruction import reconstruction_rows, scoring
 
-    t = LeaderTable(slug="owmi-reconstruction", title="Reconstruction, rule-scored and not human-validated "
-                    "(complete-pair coding; 95% item-clustered bootstrap intervals)",
+    t = LeaderTable(slug="owmi-reconstruction", title=f"Reconstruction, {scoring(result)} (complete-pair coding; "
+                    "95% item-clustered bootstrap intervals)",
                     columns=["model", "cell", "pairs", "accuracy int / sham", "margin vs sham", "margin vs random",
                              "margin vs observer (max over tiers)", "chance", "parsed / attempted", "unscorable pairs",
                              "Eq. 17 literal / decision"],

@@ -42,6 +42,9 @@ def score_cmd(
     dose_boot: int = typer.Option(100, "--dose-boot", min=0, max=10000, help="Replicates for the dose-response fit."),
     decay_level: float = typer.Option(0.95, "--decay-level", min=0.5, max=0.999,
                                       help="Confidence level of the temporal-decay (Eq. 19) intervals."),
+    recon_validation: Optional[Path] = typer.Option(
+        None, "--recon-validation", help="JSON {raters, sample_size, threshold, agreement}: a human validation of the "
+        "rule-scored reconstruction family (D.3). Without one no claim rests on reconstruction."),
 ) -> None:
     """Score runs: profile, detection, confidence, equivalence bound, anchors, claim verdicts."""
     from rich.markdown import Markdown
@@ -49,7 +52,11 @@ def score_cmd(
     from tamperbench.owmi.analysis.profile import score_runs
     from tamperbench.owmi.analysis.render import save, to_markdown
 
-    result = score_runs(runs, n_boot=boot, seed=seed, dose_boot=dose_boot, decay_level=decay_level)
+    from tamperbench.owmi.analysis.reconstruction import load_validation
+
+    validation = load_validation(recon_validation) if recon_validation is not None else None
+    result = score_runs(runs, n_boot=boot, seed=seed, dose_boot=dose_boot, decay_level=decay_level,
+                        recon_validation=validation)
     paths = save(result, out or Path(runs[0]) / "score")
     text = to_markdown(result)
     con = Console()

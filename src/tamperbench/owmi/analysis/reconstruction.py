@@ -106,6 +106,39 @@ def reconstruction_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
             "chance": {"closed_set": k, "rate": 1.0 / k if k else None}}
 
 
+VALIDATION_FIELDS = {"raters": int, "sample_size": int, "threshold": float, "agreement": float}
+
+
+def load_validation(path) -> dict:
+    """A human validation of the reconstruction rule (D.3) from a JSON object file: ``raters``,
+    ``sample_size`` (integers), ``threshold`` and ``agreement`` (numbers in 0..1), optional ``note``.
+    A bad file is one ``UserError`` naming the file and field, never a default."""
+    import json
+    from pathlib import Path
+
+    from tamperbench.errors import UserError
+
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise UserError(f"--recon-validation: {p}: not a readable JSON file ({type(err).__name__})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"--recon-validation: {p}: expected a JSON object")
+    out: dict = {}
+    for k, typ in VALIDATION_FIELDS.items():
+        v = data.get(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (typ is int and v != int(v)):
+            raise UserError(f"--recon-validation: {p}: field {k!r} must be {'an integer' if typ is int else 'a number'}")
+        if typ is float and not 0 <= v <= 1:
+            raise UserError(f"--recon-validation: {p}: field {k!r} must be in 0..1")
+        out[k] = typ(v)
+    if "note" in data:
+        out["note"] = str(data["note"])[:500]
+    out["file"] = str(p)
+    return out
+
+
 def joint_key(cell: dict) -> tuple:
     return tuple(identity.value(cell, f) for f in JOINT_FIELDS)
 
@@ -130,11 +163,31 @@ def eq17(det: dict | None, recon: dict | None, exceeds_sham: bool | None) -> dic
             "detection_exceeds_sham": exceeds_sham}
 
 
+def scoring(result: dict) -> str:
+    """How the reconstruction scores of ``result`` stand: rule-scored, human-validated or not (D.3)."""
+    from tamperbench.owmi.analysis.claims import validation_passes
+
+    v = (result.get("reconstruction") or {}).get("human_validation")
+    return "rule-scored, human-validated" if validation_passes(v) else "rule-scored, not human-validated"
+
+
+def _validation_line(result: dict) -> str:
+    from tamperbench.owmi.analysis.claims import validation_passes
+
+    v = (result.get("reconstruction") or {}).get("human_validation")
+    if v is None:
+        return "human validation (D.3): none supplied, so no claim rests on reconstruction"
+    return (f"human validation (D.3): {v.get('raters')} raters, {v.get('sample_size')} items, agreement "
+            f"{v.get('agreement')} vs threshold {v.get('threshold')} fixed in advance, as stated in {v.get('file')} "
+            f"(not recomputed here); passes = {validation_passes(v)}")
+
+
 def reconstruction_rows(result: dict) -> list[dict]:
     """One flat row per reconstruction cell (CSV, Markdown, site), identity fields last."""
     from tamperbench.owmi.analysis.render import _cell_label, _ci, _margin
 
     labels = identity.result_labels(result)
+    how = scoring(result)
     out = []
     for c in result["cells"]:
         r = c.get("reconstruction")
@@ -145,7 +198,7 @@ def reconstruction_rows(result: dict) -> list[dict]:
         e17 = c.get("eq17") or {}
         rnd = "random_matched" if "random_matched" in mc else "random_unit"
         out.append({"model": c["cell"]["model"], "dtype": c["cell"]["dtype"], "cell": _cell_label(c["cell"]),
-                    "scoring": "rule-scored, not human-validated", "pairs_vs_sham": vs["pairs"],
+                    "scoring": how, "pairs_vs_sham": vs["pairs"],
                     "accuracy_intervention": vs["accuracy_intervention"], "accuracy_sham": vs["accuracy_sham"],
                     "margin_sham": vs["margin"], "margin_sham_ci": _ci(vs["margin_ci"]),
                     "inclusive_margin_sham": r["vs_sham"]["inclusive"]["margin"],
@@ -175,8 +228,8 @@ def reconstruction_markdown(result: dict) -> list[str]:
     rows = reconstruction_rows(result)
     if not rows:
         return []
-    L = ["", "## Reconstruction (rule-scored, not human-validated; Eq. 8 margins and Eq. 17)", "",
-         f"- {_e(PAPER)}", f"- ours: {_e(RULE)}", "- Eq. 17 (sensitivity without semantic access): detection beats "
+    L = ["", f"## Reconstruction ({scoring(result)}; Eq. 8 margins and Eq. 17)", "",
+         f"- {_e(PAPER)}", f"- ours: {_e(RULE)}", f"- {_e(_validation_line(result))}", "- Eq. 17 (sensitivity without semantic access): detection beats "
          "sham and reconstruction does not beat the observer bound; *literal* = the paper's event on point "
          "estimates, *decision* = the intervals the claim rule reads", "",
          "| model | cell | pairs | accuracy int / sham | margin vs sham [95% CI] | margin vs random | margin vs observer "
