@@ -79,9 +79,9 @@ def _reconstruction(run_dir, rows: list[dict], console: Console) -> None:
         tally.setdefault(key, [0, 0, 0])[0] += 1
     for r in view:
         if r["parse_ok"] and r["detected"] is not None:
-            t = tally[(r["track"], r["hook_scope"], r["condition"], r.get("observer_tier") or 0)]
-            t[1] += 1
-            t[2] += bool(r["detected"])
+            count = tally[(r["track"], r["hook_scope"], r["condition"], r.get("observer_tier") or 0)]
+            count[1] += 1
+            count[2] += bool(r["detected"])
     t = Table(title=f"OWMI {run_dir}: reconstruction, rule-scored (report names its pair's injected concept; not "
               "human-validated; the paper scored none)")
     for c in ("track", "scope", "condition", "runs", "scored", "correct", "rate (descr.)"):

@@ -161,3 +161,15 @@ def test_eq17_literal_needs_a_positive_detection_margin():
     assert eq17(_det(pairs=0), recon, None)["literal"] is None
     assert eq17(None, None, None) == {"delta_det": None, "mu_obs_reconstruction": None, "literal": None,
                                       "decision": None, "detection_exceeds_sham": None}
+
+
+def test_a_parsed_row_whose_report_normalises_to_nothing_reads_unparsed():
+    rows = records()
+    for r in rows:  # another tool's record: parse_ok set, but the report is only punctuation
+        if r["pair_id"] == "p0" and r["condition"] == "intervention":
+            r["concept_report"] = " ?! "
+    view, _ = scored_view(rows)
+    (p0,) = [r for r in view if r["pair_id"] == "p0" and r["condition"] == "intervention"]
+    assert (p0["parse_ok"], p0["detected"]) == (False, None)
+    e = reconstruction_entry(rows, N_BOOT, SEED)["vs_sham"]["complete"]
+    assert e["pairs"] == 3 and e["excluded"] == {"intervention_unparsed": 2}

@@ -94,6 +94,7 @@ def _recon_conditions(recon: dict | None, validation: dict | None) -> list[tuple
     val_ok = validation_passes(validation)
     name = RECON_NAME.format(v="human-validated" if val_ok else "not human-validated")
     obs = ((recon or {}).get("margins") or {}).get("complete", {}).get("observer")
+    line: tuple[str, bool | None, str]
     if recon is None:
         line = (name, None, "no reconstruction cell matches this cell (paper: reconstruction not scored, no ground-truth "
                 "concept label; ours: rule-scored where the injected concept is recorded)")
