@@ -87,5 +87,8 @@ def test_reconstruction_cell_without_observer_pairs_is_not_measured():
     r = {"unscorable_pairs": {"no_concept_label": 4}, "margins": {"complete": {}}}
     v = run(r)
     assert v["level"] == 4 and v["claim"] == LEVELS[4]
-    assert (NAME.format("not human-validated") + ": no complete reconstruction-observer pairs (unscorable pairs: "
-            "{'no_concept_label': 4})") in v["not_measured"]
+    assert (NAME.format("not human-validated") + ": no complete reconstruction-observer pairs (pairs without ground "
+            "truth: no_concept_label 4)") in v["not_measured"]
+    v = run({"margins": {"complete": {}}})
+    assert (NAME.format("not human-validated") + ": no complete reconstruction-observer pairs (pairs without ground "
+            "truth: none)") in v["not_measured"]

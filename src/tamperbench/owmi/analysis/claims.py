@@ -99,7 +99,8 @@ def _recon_conditions(recon: dict | None, validation: dict | None) -> list[tuple
         line = (name, None, "no reconstruction cell matches this cell (paper: reconstruction not scored, no ground-truth "
                 "concept label; ours: rule-scored where the injected concept is recorded)")
     elif obs is None:
-        line = (name, None, f"no complete reconstruction-observer pairs (unscorable pairs: {recon.get('unscorable_pairs')})")
+        gone = ", ".join(f"{k} {v}" for k, v in sorted((recon.get("unscorable_pairs") or {}).items())) or "none"
+        line = (name, None, f"no complete reconstruction-observer pairs (pairs without ground truth: {gone})")
     else:
         line = (name, bool(obs["ci"][0] > 0), f"mu_obs = {obs['estimate']:+.4f} [{obs['ci'][0]:+.4f}, {obs['ci'][1]:+.4f}] "
                 f"(n={obs['pairs']}, max over observer tiers {obs.get('observer_tiers')})")

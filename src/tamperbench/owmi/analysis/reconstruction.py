@@ -237,7 +237,7 @@ def reconstruction_markdown(result: dict) -> list[str]:
          "Eq. 17 literal / decision |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         L.append(f"| {_e(r['identity'])} | {_e(r['cell'])} | {r['pairs_vs_sham']} | {_n(r['accuracy_intervention'], 3)} / "
-                 f"{_n(r['accuracy_sham'], 3)} | {_signed(r['margin_sham'])} {r['margin_sham_ci']} | {r['margin_random']}"
+                 f"{_n(r['accuracy_sham'], 3)} | {_signed(r['margin_sham']) + ' ' + r['margin_sham_ci'] if r['pairs_vs_sham'] else 'n/a'} | {r['margin_random']}"
                  f"{' (' + r['random_kind'] + ')' if r['random_kind'] else ''} | {r['margin_observer']} | "
                  f"{_signed(r['inclusive_margin_sham'])} / {r['inclusive_margin_observer']} | {_n(r['chance'], 3)} | "
                  f"{_e(r['parse'])} | {_e(r['unscorable_pairs'] or 'none')} | {r['eq17_literal']} / {r['eq17_decision']} |")
