@@ -24,8 +24,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Calibration", "EtaTracker", "Plan", "calibrate", "dry_run", "format_seconds", "print_plan",
-           "quote_plan", "sleight_plan"]
+__all__ = ["Calibration", "EtaTracker", "Plan", "calibrate", "dry_run", "format_seconds", "owmi_pending",
+           "owmi_plan", "owmi_row_tokens", "owmi_unit_row_tokens", "print_plan", "quote_plan", "quote_row_tokens",
+           "sleight_plan", "sleight_row_tokens"]
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,10 @@ class EtaTracker:
         r = self.remaining(tokens_done, seconds)
         return "eta -" if r is None else f"eta <= {format_seconds(r)}"
 
+    def tokens_text(self, tokens_done: int) -> str:
+        """``decoded/bound``: the bar shows the total its ETA counts down from (the plan's number)."""
+        return f"{tokens_done:,}/{self.row_tokens:,}"
+
 
 class _NoStore:
     """Stands in for a run directory that does not exist yet: nothing stored."""
@@ -185,6 +190,12 @@ def sleight_row_tokens(units, budget: int) -> int:
     prefix row (the clean answer) and each pending trial run to the budget. The runner's progress
     bar counts down from the same number."""
     return sum(budget * (len(u.payload.substitutions) + 1) for u in units)
+
+
+def quote_row_tokens(units, budget: int) -> int:
+    """Upper bound on the decoder's row-tokens for pending Exact Words trials: every answer to its
+    budget. ``quote_plan`` and the runner's progress bar both count with this."""
+    return len(units) * budget
 
 
 def sleight_plan(spec, out, backend) -> Plan:
@@ -247,7 +258,7 @@ def quote_plan(spec, out, backend) -> Plan:
     notes = [f"prompt tokens without prefix reuse: {sum(map(len, ids.values())):,}",
              f"{len(calls)} generation call(s) of up to {bs} trials"
              + ("; each call's rows decoded at once as far as memory allows" if by_memory else "")]
-    return Plan("quote", len(units), total - len(units), len(units) * spec.max_new_tokens, prefill, batch,
+    return Plan("quote", len(units), total - len(units), quote_row_tokens(units, spec.max_new_tokens), prefill, batch,
                 notes=notes)
 
 
@@ -261,21 +272,57 @@ def dry_run(plan: Plan, backend, echo: Callable[[str], None] = print, *, calibra
     return plan
 
 
+def owmi_unit_row_tokens(spec, pending: list[dict]) -> int:
+    """Upper bound on the decoder's row-tokens for one (model, cell, item, seed) unit's pending
+    records (their design fields, as ``owmi.runner.planned_keys`` gives them): each record's probe
+    answer to its budget (Track C's reflection budget), plus the task answer under every model
+    condition once per context frame those records run in (the runner prepares a unit once per
+    frame, ``OwmiSpec.frames``). ``owmi_plan`` and the runner's progress bar count with this one
+    function, so the bar counts down from the dry run's number."""
+    from tamperbench.owmi.engine import MODEL_CONDITIONS
+
+    if not pending:
+        return 0
+    frames = {spec.frame(d["track"]) for d in pending}
+    task = len(frames) * sum(c in MODEL_CONDITIONS for c in spec.conditions) * spec.task_max_new_tokens
+    return task + sum(spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens
+                      for d in pending)
+
+
+def owmi_pending(spec, items: dict, have: set, models: list[str] | None = None):
+    """(item, pending design fields, stored record count) of every unit, in the runner's plan order
+    (owmi/runner.py), keyed with the runner's own ``planned_keys``: "stored" is what a resume skips."""
+    from tamperbench.owmi.runner import _coords, planned_keys
+
+    units = [(model, b, obj, op, it, seed) for model in (spec.models if models is None else models)
+             for b in spec.benchmarks for obj in spec.objects for op in spec.operators for it in items[b]
+             for seed in spec.seeds]
+    for model, b, obj, op, it, seed in units:
+        keys = planned_keys(spec, _coords(spec, model, b, obj, op, it, seed), spec.observer_models)
+        pending = [d for k, _, d in keys if k not in have]
+        yield it, pending, len(keys) - len(pending)
+
+
+def owmi_row_tokens(spec, model: str, items: dict, have: set) -> int:
+    """The decode bound of ``model``'s pending records against the stored keys ``have``: the total
+    the runner's progress bar for that model counts down from (its part of ``owmi_plan``'s)."""
+    return sum(owmi_unit_row_tokens(spec, pending) for _, pending, _ in owmi_pending(spec, items, have, [model]))
+
+
 def owmi_plan(spec, out, backend) -> Plan:
     """Pending OWMI records of ``spec`` against run directory ``out`` (nothing written).
 
     A unit is one record (the store's key: model, cell, item, seed, track, probe family, scope,
     condition, observer tier), counted with the runner's own ``planned_keys``, so "already stored"
-    is exactly what a resume skips. Row-tokens, an upper bound: each pending record's probe answer
-    to its budget (Track C's reflection budget), plus each pending (model, cell, item, seed)'s task
-    answer under every model condition. Prefill, without the runner's prefix sharing (an upper
+    is exactly what a resume skips. Row-tokens, an upper bound (``owmi_unit_row_tokens``): each
+    pending record's probe answer to its budget, plus each pending unit's task answer under every
+    model condition, per context frame. Prefill, without the runner's prefix sharing (an upper
     bound too): each pending record's item prompt and probe text. Impact-matching forwards and
     the teacher-forced effects are not counted (see the notes); the ETA is calibrated on the first
     model of the spec."""
-    from tamperbench.owmi.engine import MODEL_CONDITIONS
     from tamperbench.owmi.probes import probe_text
     from tamperbench.owmi.records import RUNS_TABLE
-    from tamperbench.owmi.runner import _coords, load_items, planned_keys
+    from tamperbench.owmi.runner import load_items
 
     items = {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
     store = _open_read_only(out)
@@ -286,19 +333,11 @@ def owmi_plan(spec, out, backend) -> Plan:
     n_layers = int(backend.model.config.num_hidden_layers)
     probe_ids: dict[tuple[str, str], int] = {}
     todo = stored = row_tokens = prefill = 0
-    model_conditions = [c for c in spec.conditions if c in MODEL_CONDITIONS]
-    units = [(model, b, obj, op, it, seed) for model in spec.models for b in spec.benchmarks for obj in spec.objects
-             for op in spec.operators for it in items[b] for seed in spec.seeds]  # the runner's plan order
-    for model, b, obj, op, it, seed in units:
-        keys = planned_keys(spec, _coords(spec, model, b, obj, op, it, seed), spec.observer_models)
-        pending = [d for k, _, d in keys if k not in have]
-        stored += len(keys) - len(pending)
+    for it, pending, n_stored in owmi_pending(spec, items, have):
+        stored += n_stored
         todo += len(pending)
-        if not pending:
-            continue
-        row_tokens += len(model_conditions) * spec.task_max_new_tokens
+        row_tokens += owmi_unit_row_tokens(spec, pending)
         for d in pending:
-            row_tokens += spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens
             key = (it.id, d["probe"])
             if key not in probe_ids:
                 text = probe_text(d["probe"], person="first", n_layers=n_layers)

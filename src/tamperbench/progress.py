@@ -3,10 +3,16 @@ switched off the same way. Top level, not under a suite or ``runs/``: ``models/`
 
 from __future__ import annotations
 
+import time
+
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn,
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TaskID, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.text import Text
+
+from tamperbench.estimate import EtaTracker
+
+ETA_FIELDS = ("{task.fields[tok]} tok", "{task.fields[eta]}")  # a bar's columns for a BarEta's fields
 
 
 class RateColumn(ProgressColumn):
@@ -31,3 +37,34 @@ def progress_bar(label: str, *fields: str | ProgressColumn, unit: str | None = N
         columns.append(RateColumn(unit))
     columns += [TimeElapsedColumn(), TimeRemainingColumn()]
     return Progress(*columns, console=console, disable=disable)
+
+
+class BarEta:
+    """A bar's ``tok`` and ``eta`` fields (``ETA_FIELDS``): tokens decoded so far against the dry
+    run's decode bound, and ``estimate.EtaTracker``'s remaining time on the bar's own clock.
+
+    Why: rich's remaining time extrapolates finished units, which arrive in bursts (a generation
+    call, an OWMI unit of minutes); the tracker counts down the same token bound ``--dry-run``
+    prints, at the rate this run has achieved. The Sleight of Word bar feeds its tracker the same way."""
+
+    def __init__(self, row_tokens: int):
+        self.tracker = EtaTracker(row_tokens)
+        self.tokens = 0
+        self.t0 = time.perf_counter()
+        self.bar: tuple[Progress, TaskID] | None = None
+
+    def attach(self, progress: Progress, task: TaskID) -> None:
+        self.bar = (progress, task)
+
+    def fields(self) -> dict[str, str]:
+        return {"tok": self.tracker.tokens_text(self.tokens),
+                "eta": self.tracker.text(self.tokens, time.perf_counter() - self.t0)}
+
+    def update(self, tokens: int) -> None:
+        """``tokens``: decoded so far (counted as the bound counts them)."""
+        self.tokens = tokens
+        if self.bar is not None:
+            self.bar[0].update(self.bar[1], **self.fields())
+
+    def add(self, tokens: int) -> None:
+        self.update(self.tokens + tokens)

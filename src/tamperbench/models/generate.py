@@ -7,7 +7,7 @@ the batch size or on its neighbours in the batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
@@ -26,12 +26,29 @@ def rows_from_memory(backend) -> Iterator[None]:
     Words' ``standard`` preset (74 prompts) paid about 96 more steps' fixed cost (the weights read
     again) for 16 rows, 10 s of a 60 s run. The quote runner opens this when the user gave no
     ``--batch-size`` (an explicit one is kept as the cap); greedy tokens do not depend on the rows."""
-    prev = getattr(backend, "_rows_from_memory", False)
-    backend._rows_from_memory = True
+    with _backend_attr(backend, "_rows_from_memory", True):
+        yield
+
+
+@contextmanager
+def decode_listener(backend, listen: Callable[[int, float], None]) -> Iterator[None]:
+    """Inside the block, a generation call reports (tokens decoded so far in the call, seconds since
+    it began) after every decoding step. Why: the quote runner's bar counts its ETA down from the
+    dry run's token count (estimate.EtaTracker); one call decodes a whole preset, so per-call
+    updates would leave the bar without an ETA until the run is over."""
+    with _backend_attr(backend, "_decode_listener", listen):
+        yield
+
+
+@contextmanager
+def _backend_attr(backend, name: str, value) -> Iterator[None]:
+    """``backend.<name> = value`` inside the block (``run_generation`` reads it), restored after."""
+    prev = getattr(backend, name, None)
+    setattr(backend, name, value)
     try:
         yield
     finally:
-        backend._rows_from_memory = prev
+        setattr(backend, name, prev)
 
 
 def _progress(enabled: bool) -> Progress:
@@ -87,6 +104,7 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
     results: list[tuple[list[int], str, str] | None] = [None] * len(prompts)
     longest_stop = max((len(s) for s in stops), default=0)
     n_tokens = 0
+    listen = getattr(backend, "_decode_listener", None)  # see decode_listener
     import time
 
     t0 = time.perf_counter()
@@ -131,6 +149,8 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
             queue.remember([r for r, _, _ in finished])
             dec.release([r for r, _, _ in finished])
             bar.update(task, rate=f"{n_tokens / max(time.perf_counter() - t0, 1e-9):.1f} tok/s")
+            if listen is not None:
+                listen(n_tokens, time.perf_counter() - t0)
     wall = time.perf_counter() - t0
     backend.generation_stats = {
         "prompts": len(prompts), "prefill_tokens": queue.prefill_tokens,

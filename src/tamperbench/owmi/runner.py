@@ -47,6 +47,8 @@ class RunReport:
     skipped_units: int = 0
     units: int = 0
     seconds: float = 0.0
+    row_tokens: int = 0  # the decode bound the bars counted down from (estimate.owmi_row_tokens, every model)
+    tokens: int = 0  # decoded, counted as that bound counts (each record's answer, each frame's task answers)
 
 
 def load_items(benchmark: str, n: int):
@@ -91,7 +93,8 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
     from tamperbench.models import load_backend
     from tamperbench.owmi.engine import Cell, Engine
     from tamperbench.owmi.objects import resolve
-    from tamperbench.progress import progress_bar
+    from tamperbench.estimate import owmi_row_tokens
+    from tamperbench.progress import ETA_FIELDS, BarEta, progress_bar
 
     console = console or Console(stderr=True)
     rep, t0 = RunReport(), time.perf_counter()
@@ -118,8 +121,11 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
                     for idx, it in enumerate(items[b]) for seed in spec.seeds]
             rep.units += len(plan)
             frames = spec.frames()
-            with progress_bar("owmi", "{task.fields[what]}", unit="unit", console=console) as bar:
-                task = bar.add_task(model, total=len(plan) * len(frames), what="")
+            countdown = BarEta(owmi_row_tokens(spec, model, items, have))  # the dry run's bound for this model
+            rep.row_tokens += countdown.tracker.row_tokens
+            with progress_bar("owmi", "{task.fields[what]}", *ETA_FIELDS, unit="unit", console=console) as bar:
+                task = bar.add_task(model, total=len(plan) * len(frames), what="", **countdown.fields())
+                countdown.attach(bar, task)
                 cells: dict[tuple, list] = {}
                 for b, obj, op, idx, it, seed in plan:
                     cells.setdefault((b, obj.label, op.name, op.dose), []).append((b, obj, op, idx, it, seed))
@@ -138,7 +144,8 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
                                 todo.append(everyone[-1])
                         if todo:
                             _run_frame(store, eng, spec, model, key, frame, todo, everyone, have, prov, backend,
-                                       observers, bar, task, rep)
+                                       observers, bar, task, rep, countdown)
+            rep.tokens += countdown.tokens
         if spec.observer_classifier:
             from tamperbench.owmi.observer_classifier import classifier_rows
 
@@ -148,7 +155,7 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
 
 
 def _run_frame(store, eng, spec, model, key, frame, todo, everyone, have, prov, backend, observers, bar, task,
-               rep) -> None:
+               rep, countdown) -> None:
     """The units of one cell in one context frame (``OwmiSpec.frame``): prepare, impact-match over
     the frame's units, then execute and write each unit's missing records group by group."""
     from tamperbench.owmi.engine import MODEL_CONDITIONS
@@ -162,8 +169,10 @@ def _run_frame(store, eng, spec, model, key, frame, todo, everyone, have, prov, 
         bar.update(task, what=f"{unit.item.id}")
         missing = [k for k in keys if k[0] not in have]
         _effects(eng, spec, unit, missing, MODEL_CONDITIONS)
-        for recs in _execute(eng, spec, unit, missing, prov, backend, observers):
+        for recs in _execute(eng, spec, unit, missing, prov, backend, observers, on_tokens=countdown.add):
             rep.written += store.write(RUNS_TABLE, recs)
+        # the frame's task answers, one per model condition (as estimate.owmi_unit_row_tokens counts them)
+        countdown.add(sum(len(unit.gens[c][1]) for c in MODEL_CONDITIONS if c in unit.gens))
         eng.release(unit)
         bar.advance(task)
 
@@ -233,10 +242,17 @@ def _group(eng, d: dict) -> tuple:
     return (d["track"], cond)
 
 
-def _execute(eng, spec, unit, keys, prov, backend, observers) -> Iterator[list[OwmiRun]]:
+def _execute(eng, spec, unit, keys, prov, backend, observers, on_tokens=None) -> Iterator[list[OwmiRun]]:
     """The records of ``keys`` (one unit's unstored keys), one list per group as soon as the group's
-    batch finishes (see the module docstring); groups with no key in ``keys`` are not computed."""
+    batch finishes (see the module docstring); groups with no key in ``keys`` are not computed.
+    ``on_tokens`` gets each group's answer tokens, one answer per record (the bar's ETA)."""
     want: dict[tuple, list] = {}
+
+    def records(group, res) -> list[OwmiRun]:
+        if on_tokens is not None:
+            on_tokens(sum(len(_result(res, d)[3][0]) for _, _, d in want[group]))
+        return [_record(eng, spec, unit, k, res, prov, observers) for k in want[group]]
+
     for k in keys:
         want.setdefault(_group(eng, k[2]), []).append(k)
     conds = [c for c in spec.conditions if c != "observer"]
@@ -255,7 +271,7 @@ def _execute(eng, spec, unit, keys, prov, backend, observers) -> Iterator[list[O
                    eng.probe_visible(unit, cond, fams, spec.scopes, max_new))
             dt = (time.perf_counter() - t) / max(len(got), 1)
             res = {(track, fam, scope, c, None): (*v, dt) for (c, fam, scope), v in got.items()}
-            yield [_record(eng, spec, unit, k, res, prov, observers) for k in want[group]]
+            yield records(group, res)
         if "observer" not in spec.conditions:
             continue
         for tier, name, b in [(1, spec_model(unit), backend), *[(2, o, ob) for o, ob in observers]]:
@@ -266,7 +282,7 @@ def _execute(eng, spec, unit, keys, prov, backend, observers) -> Iterator[list[O
                     dt = (time.perf_counter() - t) / max(len(obs), 1)
                     res = {(track, fam, scope, "observer", tier): (text, ids, [], resp, dt, probe3, name)
                            for fam, (text, ids, probe3, resp) in obs.items() for scope in spec.scopes}
-                    yield [_record(eng, spec, unit, k, res, prov, observers) for k in want[(track, "observer", tier)]]
+                    yield records((track, "observer", tier), res)
                 continue
             for fam in fams:
                 group = (track, "observer", tier, fam)
@@ -276,7 +292,7 @@ def _execute(eng, spec, unit, keys, prov, backend, observers) -> Iterator[list[O
                 text, ids, probe3, resp = eng.observe(b, unit, track, fam, max_new)
                 got = (text, ids, [], resp, time.perf_counter() - t, probe3, name)
                 res = {(track, fam, scope, "observer", tier): got for scope in spec.scopes}
-                yield [_record(eng, spec, unit, k, res, prov, observers) for k in want[group]]
+                yield records(group, res)
 
 
 def _batched_probe(eng, spec, unit, track, fams, max_new) -> dict:
@@ -291,7 +307,7 @@ def _record(eng, spec, unit, k, res, prov, observers) -> OwmiRun:
 
     key, pair_id, d = k
     item, cell, op = unit.item, unit.cell, unit.cell.op
-    got = res[(d["track"], d["probe"], d["scope"], d["condition"], d["observer_tier"])]
+    got = _result(res, d)
     text, ids, declared, (toks, reply, fin), dt = got[:5]
     cond = d["condition"]
     probe = got[5] if cond == "observer" else _first_probe(eng, d["probe"])
@@ -322,6 +338,11 @@ def _record(eng, spec, unit, k, res, prov, observers) -> OwmiRun:
         match_achieved_js=unit.match[1] if cond == "random_matched" and unit.match else None,
         **{k: v for k, v in eff.items()},
         **parsed_fields(d["probe"], reply, eng.n_layers))
+
+
+def _result(res: dict, d: dict) -> tuple:
+    """A record's computed result: (prompt text, prompt ids, declared, (answer ids, answer, finish), ...)."""
+    return res[(d["track"], d["probe"], d["scope"], d["condition"], d["observer_tier"])]
 
 
 def _revision(backend) -> str:

@@ -9,6 +9,7 @@ position it had in its generation call, the batch size, and the provenance id of
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
+from rich.console import Console
 
 from tamperbench.errors import UserError
 from tamperbench.quote.items import DATA_DIR, Item, build_prompt, document_for, load_items
@@ -149,19 +151,29 @@ def setup_worker(spec: QuoteRunSpec) -> QuoteContext:
 
 def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[Finished]]:
     """Generate and score the units in calls of about the backend's batch size that keep a document's
-    trials together (:func:`generation_calls`), one seed per repeat; yield each call as it finishes. A record stores its position and chunk size (seeds depend on them)."""
-    from tamperbench.models.generate import rows_from_memory  # torch: imported when work runs
+    trials together (:func:`generation_calls`), one seed per repeat; yield each call as it finishes. A record stores its position and chunk size (seeds depend on them).
+    ``live`` gets ``{"tokens", "seconds"}`` (decoded so far in this ``work``) after every decoding step
+    of a local backend (models/generate.py, decode_listener), for the bar's ETA."""
+    from tamperbench.models.generate import decode_listener, rows_from_memory  # torch: imported when work runs
 
     backend, spec = ctx.backend, ctx.spec
     pid = backend.provenance.id
     bs, keep_documents, by_memory = call_size(backend, spec.batch_size)
     trials: list[Trial] = [u.payload for u in units]
+    t0, decoded = time.perf_counter(), 0
+
+    def listen(tokens: int, _: float) -> None:  # tokens so far in the current call
+        if live is not None:
+            live({"tokens": decoded + tokens, "seconds": time.perf_counter() - t0})
+
     for repeat in sorted({t.repeat for t in trials}):
         for chunk in generation_calls([t for t in trials if t.repeat == repeat], bs, keep_documents=keep_documents):
-            with rows_from_memory(backend) if by_memory else nullcontext():
+            with rows_from_memory(backend) if by_memory else nullcontext(), \
+                    decode_listener(backend, listen) if live is not None else nullcontext():
                 gens = backend.generate_chat([[{"role": "user", "content": t.prompt}] for t in chunk],
                                              max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
                                              seed=spec.seed + repeat, progress=False)
+            decoded += sum(len(g.token_ids) for g in gens)
             yield [Finished(t.key, {TABLE: [_record(spec, pid, t, g, i, len(chunk))]})
                    for i, (t, g) in enumerate(zip(chunk, gens))]
 
@@ -238,8 +250,12 @@ def plan(spec: QuoteRunSpec, store: RunStore) -> list[WorkUnit]:
 
 
 def run_quote(spec: QuoteRunSpec, out: Path, *, backend=None, new: bool = False,
-              progress: bool = True, executor: Executor | None = None) -> RunStore:
-    """Generate, score and store every missing trial of ``spec`` in run directory ``out``: plan, execute, commit."""
+              progress: bool = True, executor: Executor | None = None, console: Console | None = None) -> RunStore:
+    """Generate, score and store every missing trial of ``spec`` in run directory ``out``: plan, execute, commit.
+
+    The bar counts decoded tokens against the dry run's bound (``estimate.quote_row_tokens``) and
+    shows ``estimate.EtaTracker``'s remaining time, as the Sleight of Word bar does: per decoding
+    step when the executor forwards ``live`` (in process), else per committed call."""
     spec = spec.model_copy(update={"data_sha256": data_sha256()})
     RunStore.preflight(out, spec, new=new)  # a bad --out costs no model load
     if backend is None:
@@ -255,11 +271,24 @@ def run_quote(spec: QuoteRunSpec, out: Path, *, backend=None, new: bool = False,
     store.put_provenance(backend.provenance)
     units = plan(spec, store)
     stored = store.count(TABLE)
-    executor = executor or InProcessExecutor(QuoteContext(backend, spec))
-    with progress_bar("quote", unit="trials", disable=not progress) as prog:
-        task = prog.add_task(f"{spec.preset} ({stored} stored)", total=len(units))
-        commit(store, executor.execute(units, Worker(*WORKER, config=spec)),
-               on_batch=lambda batch, _: prog.update(task, advance=len(batch)))
+    from tamperbench.estimate import quote_row_tokens
+    from tamperbench.progress import ETA_FIELDS, BarEta
+
+    countdown = BarEta(quote_row_tokens(units, spec.max_new_tokens))  # the --dry-run's bound, live rate
+    committed = 0
+    with progress_bar("quote", *ETA_FIELDS, unit="trials", console=console, disable=not progress) as prog:
+        task = prog.add_task(f"{spec.preset} ({stored} stored)", total=len(units), **countdown.fields())
+        countdown.attach(prog, task)
+
+        def on_batch(batch: list[Finished], _) -> None:  # a committed call: its records' decoded tokens
+            nonlocal committed
+            committed += sum(r.n_new_tokens for f in batch for r in f.records[TABLE])  # type: ignore[attr-defined]
+            countdown.update(committed)
+            prog.update(task, advance=len(batch))
+
+        live = lambda stats: countdown.update(stats["tokens"])  # noqa: E731 -- after every decoding step
+        executor = executor or InProcessExecutor(QuoteContext(backend, spec), live=live)
+        commit(store, executor.execute(units, Worker(*WORKER, config=spec)), on_batch=on_batch)
     return store
 
 

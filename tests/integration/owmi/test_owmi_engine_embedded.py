@@ -4,7 +4,12 @@ to a second model spec (here the embedded model again: no other model is availab
 
 from __future__ import annotations
 
+import io
+import re
+import time
+
 import pytest
+from rich.console import Console
 
 from tamperbench.owmi.records import RUNS_TABLE, analysable
 from tamperbench.owmi.runner import run
@@ -15,11 +20,19 @@ pytestmark = pytest.mark.model
 
 
 @pytest.fixture(scope="module")
-def owmi_run(tmp_path_factory, embedded_backend):
+def owmi_bar():
+    """What the run's progress bar printed and the run's wall time (test_bar_counts_down_the_dry_run_bound)."""
+    return {"text": io.StringIO()}
+
+
+@pytest.fixture(scope="module")
+def owmi_run(tmp_path_factory, embedded_backend, owmi_bar):
     out = tmp_path_factory.mktemp("owmi") / "run"
     spec = quick_spec(items_per_benchmark=1, probes=["detection"], tracks=["A", "B_delayed"], calibration_steps=2,
                       observer_models=["embedded"], task_max_new_tokens=4, probe_max_new_tokens=8)
-    rep = run(spec, out)
+    t0 = time.perf_counter()
+    rep = run(spec, out, console=Console(file=owmi_bar["text"], width=300))
+    owmi_bar["wall"] = time.perf_counter() - t0
     with RunStore.open_existing(out, read_only=True) as st:
         rows = st.rows(RUNS_TABLE)
         cal = st.rows("owmi_calibration")
@@ -86,3 +99,24 @@ def test_resume_writes_nothing(owmi_run):
     spec, out, _, rows, _ = owmi_run
     rep = run(spec, out)
     assert rep.written == 0 and rep.skipped_units == rep.units == 1
+    assert rep.row_tokens == rep.tokens == 0  # nothing pending: the bar counts down from 0
+
+
+def test_bar_counts_down_the_dry_run_bound(owmi_run, owmi_bar, embedded_backend, tmp_path):
+    """Issue 14 item 3: the bar counts decoded tokens against ``--dry-run``'s bound and shows
+    ``estimate.EtaTracker``'s remaining time. By hand: tracks A and B_delayed x 2 scopes x (4 model
+    conditions + observer tiers 1 and 2) = 24 records of at most 8 tokens, and the task under the
+    4 model conditions, at most 4 tokens each."""
+    from tamperbench.estimate import EtaTracker, owmi_plan
+
+    spec, _, rep, rows, _ = owmi_run
+    assert len(rows) == 24
+    assert rep.row_tokens == 24 * 8 + 4 * 4 == owmi_plan(spec, tmp_path / "fresh", embedded_backend).row_tokens
+    assert len(rows) <= rep.tokens <= rep.row_tokens  # every answer decoded at least one token, at most its budget
+    bars = re.findall(r"owmi embedded .*? ([\d,]+)/([\d,]+) tok (eta (?:-|<= .+?)) (?:[\d.]+|-) unit/s",
+                      owmi_bar["text"].getvalue())
+    assert bars, owmi_bar["text"].getvalue()
+    done, total, eta = bars[-1]  # the bar as the run left it
+    assert (done, total) == (f"{rep.tokens:,}", f"{rep.row_tokens:,}")
+    wall = owmi_bar["wall"]  # the tracker's clock ran for part of it: any of its texts over [0, wall]
+    assert eta in {EtaTracker(rep.row_tokens).text(rep.tokens, wall * i / 20_000) for i in range(20_001)}, (eta, wall)

@@ -1,0 +1,80 @@
+"""The progress bars' token bounds are the dry runs' numbers (issue 14 item 3: "the progress bar's
+ETA uses the same model"), counted by hand from the presets; no model is loaded.
+
+The hand counts are the ones tests/integration/speed/test_dry_run.py checks the printed plans
+against: Exact Words standard = 37 items x 2 arms x 96 tokens; OWMI quick = 300 records x 20 tokens
++ 3 units x 4 model conditions x 16 task tokens = 6,192."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from tamperbench.estimate import _NoStore, owmi_pending, owmi_row_tokens, quote_row_tokens
+from tamperbench.progress import ETA_FIELDS, BarEta, progress_bar
+
+
+def _quote_pending(**over):
+    from tamperbench.quote.runner import QuoteRunSpec, data_sha256, plan
+
+    spec = QuoteRunSpec(**over).model_copy(update={"data_sha256": data_sha256()})
+    return spec, plan(spec, _NoStore())
+
+
+def test_quote_standard_row_tokens_by_hand():
+    spec, units = _quote_pending()
+    assert len(units) == 37 * 2
+    assert quote_row_tokens(units, spec.max_new_tokens) == 37 * 2 * 96 == 7_104
+    spec, units = _quote_pending(arms=["plain"], max_new_tokens=10)
+    assert quote_row_tokens(units, spec.max_new_tokens) == 37 * 10
+
+
+def _owmi(**over):
+    from tamperbench.owmi.runner import load_items
+    from tamperbench.owmi.spec import quick_spec
+
+    spec = quick_spec(**over)
+    return spec, {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
+
+
+def test_owmi_quick_row_tokens_by_hand_fresh_and_with_one_unit_stored():
+    from tamperbench.owmi.runner import _coords, planned_keys
+
+    spec, items = _owmi()
+    assert sum(len(p) for _, p, _ in owmi_pending(spec, items, set())) == 300
+    assert owmi_row_tokens(spec, "embedded", items, set()) == 300 * 20 + 3 * 4 * 16 == 6_192
+    # one unit's 100 records stored: 200 probe answers and 2 units' task answers are left
+    it = items["builtin"][0]
+    have = {k for k, _, _ in planned_keys(spec, _coords(spec, "embedded", "builtin", spec.objects[0],
+                                                        spec.operators[0], it, 0), [])}
+    assert len(have) == 100
+    assert owmi_row_tokens(spec, "embedded", items, have) == 200 * 20 + 2 * 4 * 16
+    assert [s for _, _, s in owmi_pending(spec, items, have)] == [100, 0, 0]
+    assert owmi_row_tokens(spec, "another-model", items, have) == 6_192  # keys name their model
+
+
+def test_owmi_track_c_runs_in_its_own_frame_and_pays_its_task_answers_again():
+    # tracks A and C, Track C without the system prompt (the default): two context frames per unit.
+    # Per item: A 5 probes x 2 scopes x 5 conditions x 20 tokens, C 1 family x 2 scopes x 5 x 32,
+    # and the task answered under 4 model conditions in each of the 2 frames, 16 tokens each.
+    spec, items = _owmi(tracks=["A", "C"])
+    per_item = 5 * 2 * 5 * 20 + 1 * 2 * 5 * 32 + 2 * 4 * 16
+    assert owmi_row_tokens(spec, "embedded", items, set()) == 3 * per_item == 4_344
+    spec, items = _owmi(tracks=["A", "C"], track_c_system="shared")  # one frame: the task once
+    assert owmi_row_tokens(spec, "embedded", items, set()) == 3 * (per_item - 4 * 16)
+
+
+def test_bar_eta_fields_render_in_the_bar():
+    buf = io.StringIO()
+    countdown = BarEta(6_192)
+    assert countdown.fields() == {"tok": "0/6,192", "eta": "eta -"}  # nothing decoded, no calibration
+    with progress_bar("owmi", *ETA_FIELDS, console=Console(file=buf, width=200)) as bar:
+        task = bar.add_task("m", total=3, **countdown.fields())
+        countdown.attach(bar, task)
+        countdown.add(1_000)
+        countdown.add(548)
+    assert countdown.tokens == 1_548
+    assert "1,548/6,192 tok eta -" in buf.getvalue(), buf.getvalue()  # under the 10 s warm-up: no rate yet
+    countdown.t0 -= 100.0  # as if 100 s had passed: 1,548 tokens at 15.48 tokens/s, 4,644 left = 300 s
+    assert countdown.fields() == {"tok": "1,548/6,192", "eta": "eta <= 5 min 00 s"}
