@@ -26,11 +26,17 @@ plus the stacked copy the step reads them from when the prefixes differ in lengt
 
 The largest batch whose total fits in ``fraction`` of free memory is taken, at most the cap.
 tests/unit/models/test_memory_rule.py checks the rule against hand-computed numbers.
+
+Two engines size their own batches from their real work (issue 14): the Sleight of Word swap engine
+(:func:`slot_batch`: its rows also park snapshots, one row's KV each) and OWMI's ragged teacher-
+forced calibration batch (:func:`ragged_rows`: a DynamicCache, no slots); both say how the size was
+chosen (:class:`BatchChoice`) so their records can carry it.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psutil
@@ -38,8 +44,8 @@ import torch
 
 from tamperbench.errors import UserError
 
-__all__ = ["DEFAULT_CAP", "choose_batch_size", "decoder_columns", "free_bytes", "generation_batch",
-           "kv_bytes_per_token", "prefill_bytes", "rows_that_fit"]
+__all__ = ["DEFAULT_CAP", "BatchChoice", "choose_batch_size", "decoder_columns", "free_bytes", "generation_batch",
+           "kv_bytes_per_token", "prefill_bytes", "ragged_rows", "rows_that_fit", "slot_batch"]
 
 DEFAULT_CAP = 64  # beyond this CPU throughput stops improving; GPUs may pass a larger cap
 # Tokens per prefill forward: the step decoder's _PREFILL_TOKENS and prefix_share's _PREFILL_COLUMNS
@@ -111,9 +117,10 @@ def _row_kv_bytes(model, prompt_len: int, new_tokens: int, private_len: int | No
 
 
 def footprint(model, rows: int, *, prompt_len: int, new_tokens: int, private_len: int | None = None,
-              shared_tokens: int = 0, padded_tokens: int = 0) -> int:
+              shared_tokens: int = 0, padded_tokens: int = 0, snapshot_len: int = 0) -> int:
     """Peak bytes of decoding ``rows`` rows of prompts up to ``prompt_len`` tokens (module docstring).
-    ``private_len`` (cascade attention): the longest prompt part a row holds itself."""
+    ``private_len`` (cascade attention): the longest prompt part a row holds itself. ``snapshot_len``:
+    columns of one parked row copy per row (the swap engine's snapshots, :func:`slot_batch`)."""
     cfg = model.config
     kv = kv_bytes_per_token(model)
     layers = cfg.num_hidden_layers
@@ -126,17 +133,18 @@ def footprint(model, rows: int, *, prompt_len: int, new_tokens: int, private_len
         held_prefix = (kv * (max(prompt_len, shared_tokens) + padded_tokens)
                        + 12 * rows * cfg.num_attention_heads * prompt_len)
     return (kv_total + rows * _state_bytes_per_row(cfg) + prefill_bytes(model, chunk_rows, prompt_len)
-            + held_prefix)
+            + held_prefix + rows * kv * snapshot_len)
 
 
 def rows_that_fit(model, *, prompt_len: int, new_tokens: int, budget: int, cap: int = 1 << 16,
-                  private_len: int | None = None, shared_tokens: int = 0, padded_tokens: int = 0) -> int:
+                  private_len: int | None = None, shared_tokens: int = 0, padded_tokens: int = 0,
+                  snapshot_len: int = 0) -> int:
     """Largest batch (at most ``cap``) whose :func:`footprint` is within ``budget`` bytes; 0 if none."""
     lo, hi = 0, cap
     while lo < hi:  # footprint grows with rows: binary search
         mid = (lo + hi + 1) // 2
         if footprint(model, mid, prompt_len=prompt_len, new_tokens=new_tokens, private_len=private_len,
-                     shared_tokens=shared_tokens, padded_tokens=padded_tokens) <= budget:
+                     shared_tokens=shared_tokens, padded_tokens=padded_tokens, snapshot_len=snapshot_len) <= budget:
             lo = mid
         else:
             hi = mid - 1
@@ -225,3 +233,104 @@ def choose_batch_size(model, device, *, seq_len: int = 1024, cap: int | None = N
         _note(f"--batch-size {cap} lowered to {fit}: {cap} rows of {seq_len} tokens would not fit in "
               f"{_gb(budget)} ({fraction:g} of free {device.type} memory)")
     return fit
+
+
+@dataclass(frozen=True)
+class BatchChoice:
+    """How many rows an engine decodes at once, and why: stored beside its records, so a record says
+    which batch produced it (greedy tokens do not depend on it; timings and float rounding may).
+
+    ``by``: ``memory`` (fewer rows fit than asked for), ``batch_size`` (the user's ``--batch-size``)
+    or ``work`` (every row the work can fill fits)."""
+
+    rows: int
+    by: str
+    cap: int | None  # the user's --batch-size; None: not given
+    limit: int  # rows the work itself can fill
+    prompt_len: int  # the longest prompt the size was computed for
+    new_tokens: int
+    budget_bytes: int  # the memory it had to fit in
+
+    def record(self) -> dict:
+        """Flat ``batch_*`` keys for engine stats and records."""
+        return {f"batch_{k}": v for k, v in asdict(self).items()}
+
+
+def _choice(fit: int, cap: int | None, limit: int, prompt_len: int, new_tokens: int, budget: int) -> BatchChoice:
+    hard = limit if cap is None else min(cap, limit)
+    by = "memory" if fit < hard else ("batch_size" if cap is not None and cap <= limit else "work")
+    return BatchChoice(fit, by, cap, limit, prompt_len, new_tokens, budget)
+
+
+def _budget(device: torch.device, fraction: float, free: int | None) -> int:
+    return int((free_bytes(device) if free is None else free) * fraction)
+
+
+def slot_batch(model, device, *, prompt_len: int, new_tokens: int, limit: int, cap: int | None = None,
+               fraction: float = 0.5, free: int | None = None) -> BatchChoice:
+    """Slots of the Sleight of Word swap engine (sleight/engine.py) for its real context: rows of
+    prompts up to ``prompt_len`` tokens and ``new_tokens`` of budget, at most ``limit`` (the rows its
+    questions can fill) and the user's ``cap`` when given (never exceeded).
+
+    A row costs what :func:`footprint` counts for a decoder row plus one parked snapshot of a whole
+    row (prompt + budget columns): a question's snapshot waits for free slots while its trials queue,
+    and a trial's matched branch waits as one when no slot is free; at most about one per row is alive
+    (new questions are admitted only when the waiting trials leave slots free). Matched branches add
+    rows, not columns (they end within the budget). ``free``: bytes free (None: read this machine)."""
+    if cap is not None and cap < 1:
+        raise UserError(f"--batch-size must be a positive integer, got {cap}")
+    device = torch.device(device)
+    budget = _budget(device, fraction, free)
+    limit = max(1, limit)
+    span = prompt_len + new_tokens
+    fit = rows_that_fit(model, prompt_len=prompt_len, new_tokens=new_tokens, budget=budget,
+                        cap=limit if cap is None else min(cap, limit), snapshot_len=span)
+    if fit < 1:
+        need = footprint(model, 1, prompt_len=prompt_len, new_tokens=new_tokens, snapshot_len=span)
+        raise UserError(f"a {prompt_len}-token prompt with {new_tokens} new tokens needs {_gb(need)} to decode, but "
+                        f"only {_gb(budget)} is available ({fraction:g} of free {device.type} memory); free memory "
+                        f"or lower --max-new-tokens")
+    choice = _choice(fit, cap, limit, prompt_len, new_tokens, budget)
+    if choice.by == "memory" and cap is not None:
+        _note(f"--batch-size {cap} lowered to {fit} rows: prompts of up to {prompt_len} tokens + {new_tokens} new "
+              f"would not fit in {_gb(budget)} ({fraction:g} of free memory)")
+    return choice
+
+
+def ragged_footprint(model, rows: int, *, length: int, block: int, vocab_floats: int) -> int:
+    """Peak bytes of a teacher-forced ragged batch (owmi/ragged.py) of ``rows`` rows up to ``length``
+    tokens, fed ``block`` positions a forward: the DynamicCache (every row padded to the longest,
+    grown by concatenation, so one layer's keys or values exist twice for a moment), one forward's
+    transient (:func:`prefill_bytes` of the block, its mask or scores against ``length`` columns),
+    and ``vocab_floats`` float32 logits / log-probs held at once (the caller's own count)."""
+    cfg = model.config
+    kv = kv_bytes_per_token(model) * rows * length
+    square = {"eager": 3 * cfg.num_attention_heads * 4, "sdpa": 1}.get(
+        getattr(cfg, "_attn_implementation", None) or "eager", 0)
+    itemsize = next(model.parameters()).element_size()
+    forward = rows * block * (kv_bytes_per_token(model) + _activation_bytes_per_token(cfg, itemsize))
+    return kv + kv // cfg.num_hidden_layers + forward + rows * block * length * square + 4 * vocab_floats
+
+
+def ragged_rows(model, device, *, length: int, limit: int, block_tokens: int, fraction: float = 0.5,
+                free: int | None = None) -> BatchChoice:
+    """Rows of one OWMI ragged teacher-forced batch (``limit`` wanted, each up to ``length`` tokens):
+    every row at once when they fit, else the most that do. Each forward feeds ``block_tokens //
+    rows`` positions a row and keeps three float32 blocks of ``block_tokens`` x vocabulary (logits,
+    their log-softmax, the kept per-row log-probs). Refused in one line when not even one row fits."""
+    device = torch.device(device)
+    budget = _budget(device, fraction, free)
+    vocab = int(model.config.vocab_size)
+
+    def fits(r: int) -> bool:
+        return ragged_footprint(model, r, length=length, block=max(1, block_tokens // r),
+                                vocab_floats=3 * block_tokens * vocab) <= budget
+
+    lo, hi = 0, max(1, limit)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    if lo < 1:
+        raise UserError(f"a {length}-token teacher-forced row needs more than the {_gb(budget)} available "
+                        f"({fraction:g} of free {device.type} memory); free memory or lower js_chunk")
+    return _choice(lo, None, max(1, limit), length, 0, budget)

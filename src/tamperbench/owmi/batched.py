@@ -16,6 +16,12 @@ is kept per condition and copied into every probe family of the delayed tracks.
 Batch composition never depends on what a resumed run still has to do (always every model
 condition of the spec, in spec order), so a resumed group is computed by the same batch rows as
 in an uninterrupted run.
+
+Batch sizes: the model-condition batches hold conditions x scopes (or probe families) rows, a few
+fixed by the spec, whatever the data. The one batch that grows with the data is Eq. 7's calibration
+(a cell's units as rows, :meth:`mean_js_rows`): it is sized from its own row lengths against the
+memory free (models/memory.py ``ragged_rows``) -- every unit at once whenever they fit, as before;
+else consecutive groups of units that fit -- and the choice is kept in ``calibration_batch``.
 """
 
 from __future__ import annotations
@@ -196,7 +202,36 @@ class BatchedMixin:
         vocabulary, as in :meth:`effects_rows`); a row that has run out takes holes. The baseline
         log-probs are the unit's kept chunks (``keep_baseline``); a unit over that budget gets an
         unhooked baseline row of its own in the same batch. Returns the mean over units of each
-        unit's mean JS, the sequential path's formula (``Engine.calibrate``)."""
+        unit's mean JS, the sequential path's formula (``Engine.calibrate``). Units run in groups of
+        as many rows as memory allows (:meth:`calibration_groups`); one group when all fit."""
+        per_unit: list[float] = []
+        for group in self.calibration_groups(units):
+            per_unit += self._mean_js_group(group, eta)
+        return sum(per_unit) / len(units)
+
+    def calibration_groups(self, units, free: int | None = None) -> list[list]:
+        """Consecutive groups of ``units`` whose rows (one each, two without kept baseline log-probs)
+        fit in memory at the longest row's length; sets ``calibration_batch`` (rows, why).
+        ``free``: bytes of free memory (None: read this machine)."""
+        from tamperbench.models.memory import ragged_rows
+
+        need = [1 if u.base_chunks is not None else 2 for u in units]
+        length = max(len(u.task.ids) + len(u.base_ids) for u in units)
+        choice = ragged_rows(self.model, next(self.model.parameters()).device, length=length, limit=sum(need),
+                             block_tokens=self.spec.js_chunk, free=free)
+        self.calibration_batch = choice
+        groups: list[list] = [[]]
+        rows = 0
+        for u, k in zip(units, need):
+            if groups[-1] and rows + k > choice.rows:
+                groups.append([])
+                rows = 0
+            groups[-1].append(u)
+            rows += k
+        return groups
+
+    def _mean_js_group(self, units, eta: float) -> list[float]:
+        """Each unit's mean JS at ``eta``, the units as rows of one ragged batch (:meth:`mean_js_rows`)."""
         seqs = [u.task.ids + u.base_ids for u in units]
         starts = [min(u.task.declared) if u.task.declared else 0 for u in units]
         rids = [("rm", i) for i in range(len(units))]
@@ -232,8 +267,7 @@ class BatchedMixin:
                 n[i] += js.numel()
             for r, b in zip(rids, blocks):
                 at[r] += len(b)
-        per_unit = [float(total[i]) / n[i] if n[i] else 0.0 for i in range(len(units))]
-        return sum(per_unit) / len(units)
+        return [float(total[i]) / n[i] if n[i] else 0.0 for i in range(len(units))]
 
 
 def _positions(chunks: list[torch.Tensor], lo: int, hi: int) -> torch.Tensor:

@@ -97,6 +97,8 @@ class Engine(BatchedMixin):
         self._dirs: dict[tuple, torch.Tensor] = {}
         self.batched = batched and supported(self.model)
         self.prefix = PrefixCache()
+        # the last calibration's rows per batch and why (memory.BatchChoice; None: none batched yet)
+        self.calibration_batch = None
 
     # ------------------------------------------------------------------ preparation
     def frame_system(self, frame: str) -> str | None:

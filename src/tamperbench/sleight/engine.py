@@ -18,6 +18,11 @@ Why it is shaped like this (all greedy, so every saving below is exact, not an a
   run, so it is read off the prefix row; later swaps fork a short-lived branch row.
 * Finished rows free their slot at once; admission order is branches, then waiting trials of
   started questions, then new questions, so memory stays bounded by the batch, not the task list.
+* Slots: as many as memory allows for this run's real context (its longest chat prompt + the
+  budget; models/memory.py ``slot_batch``), at most the rows its questions can fill and never more
+  than an explicit ``batch_size``. Not the backend's load-time guess (1,024-token rows, at most 64 on
+  CPU): greedy tokens do not depend on the slot count, throughput does. The choice and its reason are
+  in ``stats`` (``batch_rows``, ``batch_by``, ...) and ``batch`` for the runner to store.
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tamperbench.errors import UserError
+from tamperbench.models.memory import BatchChoice, slot_batch
 from tamperbench.models.step_decoder import RowSnapshot, StepResult
 
-__all__ = ["DecodeTrace", "QuestionResult", "QuestionTask", "SwapEngine", "SwapEvent"]
+__all__ = ["DecodeTrace", "QuestionResult", "QuestionTask", "SwapEngine", "SwapEvent", "choose_slots"]
 
 
 @dataclass
@@ -121,6 +127,18 @@ class _RowState:
     event: SwapEvent | None = None  # branch rows: the swap whose matched values they fill
 
 
+def choose_slots(backend, tasks: list[QuestionTask], *, max_new_tokens: int, window: int,
+                 batch_size: int | None = None, matched_branches: bool = True, free: int | None = None) -> BatchChoice:
+    """The engine's slot count for ``tasks`` (module docstring): memory for rows of the longest
+    prompt + ``max_new_tokens``, at most the rows the tasks can fill (a prefix row per question, a
+    row per trial, each trial's branch rows alive at most ``window`` steps) and ``batch_size``.
+    ``free``: bytes of free memory (None: read this machine)."""
+    branch = 1 + (window if matched_branches else 0)
+    fill = sum(1 + len(t.substitutions) * branch for t in tasks)
+    return slot_batch(backend.model, backend.device, prompt_len=max(len(t.prompt_ids) for t in tasks),
+                      new_tokens=max_new_tokens, limit=fill, cap=batch_size, free=free)
+
+
 class SwapEngine:
     """Batched greedy decoding of Sleight of Word trials (see the module docstring)."""
 
@@ -137,7 +155,8 @@ class SwapEngine:
         # False skips the forked branch rows of later swaps (their matched lists stay empty): only
         # for benchmarks that compare against loops doing no baseline work.
         self.matched_branches = matched_branches
-        self.batch_size = batch_size or backend.max_batch_size
+        self.batch_size = batch_size  # the user's cap (None: memory decides, see choose_slots)
+        self.batch: BatchChoice | None = None  # set by run(): the slots it used and why
         self.eos = set(backend.eos_ids)
         # forward_seconds: the model's own share of ``seconds`` (the rest is bookkeeping, detection,
         # prefill copies): what the benchmark reports to show where the time goes
@@ -152,11 +171,10 @@ class SwapEngine:
         tasks = list(tasks)
         if not tasks:
             raise UserError("no questions to run (empty question list)")
-        # no more slots than these tasks can fill (a prefix row per question, a row per trial, each
-        # trial's branch rows live at most ``window`` steps): KV buffers are sized by capacity
-        branch = 1 + (self.window if self.matched_branches else 0)
-        fill = sum(1 + len(t.substitutions) * branch for t in tasks)
-        dec = self.backend.step_decoder(topk=self.topk, capacity=min(self.batch_size, fill))
+        self.batch = choose_slots(self.backend, tasks, max_new_tokens=self.budget, window=self.window,
+                                  batch_size=self.batch_size, matched_branches=self.matched_branches)
+        self.stats.update(self.batch.record())
+        dec = self.backend.step_decoder(topk=self.topk, capacity=self.batch.rows)
         # a row spans its prompt, the budget and one hole per swap: sized once, not grown every 64 columns
         dec.reserve_columns(max(len(t.prompt_ids) for t in tasks) + self.budget + dec.kv.column_chunk)
         todo = deque(_Question(t) for t in tasks)

@@ -42,6 +42,10 @@ class SleightClean(Record):
     finish_reason: str
     thinking: bool
     decode_seconds: float
+    # the engine's slots when this was decoded, and what set them (models/memory.py BatchChoice.by:
+    # memory / batch_size / work); None in runs written before they were recorded
+    batch_rows: int | None = None
+    batch_by: str | None = None
 
 
 class SleightTrial(Record):
@@ -79,6 +83,8 @@ class SleightTrial(Record):
     thinking: bool
     finish_reason: str
     decode_seconds: float
+    batch_rows: int | None = None  # as in SleightClean
+    batch_by: str | None = None
 
 
 def clean_spec(provenance_id: str, question_id: str, question: str, spec: Any) -> dict:

@@ -65,7 +65,12 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def clean_record(backend, spec: SleightSpec, qid: str, question: str, trace, key: str) -> SleightClean:
+def _batch(batch) -> dict:
+    """The record fields naming the engine's slot choice (a memory.BatchChoice; None: not recorded)."""
+    return {} if batch is None else {"batch_rows": batch.rows, "batch_by": batch.by}
+
+
+def clean_record(backend, spec: SleightSpec, qid: str, question: str, trace, key: str, batch=None) -> SleightClean:
     ids = list(trace.token_ids)
     text = backend.decode(ids, skip_special_tokens=True)
     return SleightClean(
@@ -78,11 +83,12 @@ def clean_record(backend, spec: SleightSpec, qid: str, question: str, trace, key
         topk_logprobs=[_r(row) for row in trace.topk_logprobs] if spec.keep_topk else None,
         whole_word_occurrences=count_whole_words(text, spec.triggers), finish_reason=trace.finish_reason,
         thinking=has_thinking(backend.decode(ids, skip_special_tokens=False)), decode_seconds=float(trace.decode_seconds),
+        **_batch(batch),
     )
 
 
 def trial_record(backend, spec: SleightSpec, qid: str, question: str, prompt_text: str, substitution: str,
-                 trace, clean_ids: list[int], ckey: str) -> SleightTrial:
+                 trace, clean_ids: list[int], ckey: str, batch=None) -> SleightTrial:
     """One trial row: arrays from the fork with the clean answer on (the prefix is stored once)."""
     ids = list(trace.token_ids)
     swaps = list(trace.swaps)
@@ -108,7 +114,7 @@ def trial_record(backend, spec: SleightSpec, qid: str, question: str, prompt_tex
         matched_entropy_top20=[_r(s.matched_clean_entropy_top20) for s in swaps],
         swap_count=len(swaps), mentions=int(trace.mentions), spaceless=int(trace.spaceless),
         occurrences=occ, coverage=cov, untouched=not swaps, thinking=has_thinking(backend.decode(ids, skip_special_tokens=False)),
-        finish_reason=trace.finish_reason, decode_seconds=float(trace.decode_seconds),
+        finish_reason=trace.finish_reason, decode_seconds=float(trace.decode_seconds), **_batch(batch),
     )
 
 
@@ -174,11 +180,12 @@ def work(ctx: SleightContext, units: list[WorkUnit], live=None) -> Iterator[list
         records: dict[str, list] = {}
         clean_ids = list(q.clean_ids)
         if qres.clean is not None:
-            records[CLEAN_TABLE] = [clean_record(backend, spec, q.question_id, q.question, qres.clean, q.clean_key)]
+            records[CLEAN_TABLE] = [clean_record(backend, spec, q.question_id, q.question, qres.clean, q.clean_key,
+                                                 getattr(engine, "batch", None))]
             clean_ids = list(qres.clean.token_ids)
         prompt_text = backend.chat_text(_messages(q.question))
-        trials = [trial_record(backend, spec, q.question_id, q.question, prompt_text, sub, tr, clean_ids, q.clean_key)
-                  for sub, tr in qres.trials.items()]
+        trials = [trial_record(backend, spec, q.question_id, q.question, prompt_text, sub, tr, clean_ids, q.clean_key,
+                               getattr(engine, "batch", None)) for sub, tr in qres.trials.items()]
         records[TRIALS_TABLE] = trials
         stats = {"trials": len(trials), "swaps": sum(r.swap_count for r in trials),
                  "tokens": engine.stats["tokens"] - tokens}

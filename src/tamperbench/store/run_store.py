@@ -247,6 +247,12 @@ class RunStore:
             raise TypeError(f"{model.__name__} must have a 'key' field (subclass Record)")
         body = ", ".join(f'{quote_ident(c)} {t}{" PRIMARY KEY" if c == "key" else ""}' for c, t in cols.items())
         self.con.execute(f"CREATE TABLE IF NOT EXISTS {quote_ident(table)} ({body})")
+        # a field added to a record later with a default (e.g. sleight's batch_rows) becomes a column of
+        # a table written before it, NULL in its old rows: resuming an old run must not fail on insert
+        have = self.column_types(table)
+        for c, t in cols.items():
+            if c not in have and not model.model_fields[c].is_required():
+                self.con.execute(f"ALTER TABLE {quote_ident(table)} ADD COLUMN {quote_ident(c)} {t}")
         self._tables[table] = cols
 
     def has_table(self, table: str) -> bool:
