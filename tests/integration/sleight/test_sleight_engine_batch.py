@@ -70,6 +70,9 @@ def test_a_longer_prompt_gets_fewer_slots(embedded_backend, monkeypatch):
     assert (slots(short).rows, slots(short).by, slots(short).prompt_len) == (6, "memory", len(short))
     got = slots(long)
     assert got.prompt_len == len(long) and got.by == "memory" and 1 <= got.rows < 6
+    both = choose_slots(be, [QuestionTask("s", short, SUBS, True), QuestionTask("l", long, SUBS, True)],
+                        max_new_tokens=BUDGET, window=WINDOW)
+    assert (both.prompt_len, both.rows, both.limit) == (len(long), got.rows, 18)  # sized for the longest
     assert (slots(long, batch_size=1).rows, slots(long, batch_size=1).by) == (1, "batch_size")
     assert slots(short, matched_branches=False).limit == 3  # a prefix row and two trials
 
