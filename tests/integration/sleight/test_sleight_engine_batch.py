@@ -50,8 +50,10 @@ def test_slots_follow_the_prompts_and_the_cap_and_leave_tokens_alone(embedded_ba
     assert (st["batch_rows"], st["batch_by"], st["batch_cap"], st["batch_limit"]) == (3, "memory", None, 9)
     assert (st["batch_prompt_len"], st["batch_new_tokens"]) == (longest, BUDGET)
     assert eng.batch is not None and eng.batch.rows == 3
+    assert max(st["step_profile"]) == 3  # rows per forward: the slots were used, and never exceeded
     capped, ref = _run(be, tasks, batch_size=2)  # an explicit batch size below what fits wins
     assert (capped.stats["batch_rows"], capped.stats["batch_by"], capped.stats["batch_cap"]) == (2, "batch_size", 2)
+    assert max(capped.stats["step_profile"]) == 2
     assert got == ref  # greedy tokens do not depend on the slots
 
 
