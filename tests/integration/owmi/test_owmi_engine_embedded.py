@@ -113,10 +113,13 @@ def test_bar_counts_down_the_dry_run_bound(owmi_run, owmi_bar, embedded_backend,
     assert len(rows) == 24
     assert rep.row_tokens == 24 * 8 + 4 * 4 == owmi_plan(spec, tmp_path / "fresh", embedded_backend).row_tokens
     assert len(rows) <= rep.tokens <= rep.row_tokens  # every answer decoded at least one token, at most its budget
-    bars = re.findall(r"owmi embedded .*? ([\d,]+)/([\d,]+) tok (eta (?:-|<= .+?)) (?:[\d.]+|-) unit/s",
-                      owmi_bar["text"].getvalue())
+    bars = re.findall(r"owmi embedded .*? ([\d,]+)/([\d,]+) tok (eta (?:-|<= .+?)) (?:[\d.]+|-) unit/s "
+                      r"(\d+):(\d\d):(\d\d)", owmi_bar["text"].getvalue())
     assert bars, owmi_bar["text"].getvalue()
-    done, total, eta = bars[-1]  # the bar as the run left it
+    done, total, eta, h, m, sec = bars[-1]  # the bar as the run left it
     assert (done, total) == (f"{rep.tokens:,}", f"{rep.row_tokens:,}")
-    wall = owmi_bar["wall"]  # the tracker's clock ran for part of it: any of its texts over [0, wall]
-    assert eta in {EtaTracker(rep.row_tokens).text(rep.tokens, wall * i / 20_000) for i in range(20_001)}, (eta, wall)
+    # the tracker's clock at its last update: at most the run's wall time, at least the bar's elapsed
+    # time when it finished (shown floored; the last update comes just before the last advance) less 1 s
+    lo, hi = max(int(h) * 3600 + int(m) * 60 + int(sec) - 1.0, 0.0), owmi_bar["wall"]
+    texts = {EtaTracker(rep.row_tokens).text(rep.tokens, lo + (hi - lo) * i / 20_000) for i in range(20_001)}
+    assert eta in texts, (eta, lo, hi)
