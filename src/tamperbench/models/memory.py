@@ -44,7 +44,8 @@ import torch
 
 from tamperbench.errors import UserError
 
-__all__ = ["DEFAULT_CAP", "BatchChoice", "choose_batch_size", "decoder_columns", "free_bytes", "generation_batch",
+__all__ = ["DEFAULT_CAP", "BatchChoice", "choose_batch_size", "decoder_columns", "device_ceiling", "free_bytes",
+           "generation_batch",
            "kv_bytes_per_token", "prefill_bytes", "ragged_rows", "rows_that_fit", "slot_batch"]
 
 DEFAULT_CAP = 64  # beyond this CPU throughput stops improving; GPUs may pass a larger cap
@@ -240,12 +241,14 @@ class BatchChoice:
     """How many rows an engine decodes at once, and why: stored beside its records, so a record says
     which batch produced it (greedy tokens do not depend on it; timings and float rounding may).
 
-    ``by``: ``memory`` (fewer rows fit than asked for), ``batch_size`` (the user's ``--batch-size``)
-    or ``work`` (every row the work can fill fits)."""
+    ``by``: ``memory`` (fewer rows fit than asked for), ``batch_size`` (the user's ``--batch-size``),
+    ``device`` (the device's throughput ceiling, :func:`device_ceiling`) or ``work`` (every row the
+    work can fill fits)."""
 
     rows: int
     by: str
     cap: int | None  # the user's --batch-size; None: not given
+    ceiling: int | None  # the device ceiling that applied without a --batch-size (None: none)
     limit: int  # rows the work itself can fill
     prompt_len: int  # the longest prompt the size was computed for
     new_tokens: int
@@ -256,10 +259,34 @@ class BatchChoice:
         return {f"batch_{k}": v for k, v in asdict(self).items()}
 
 
-def _choice(fit: int, cap: int | None, limit: int, prompt_len: int, new_tokens: int, budget: int) -> BatchChoice:
-    hard = limit if cap is None else min(cap, limit)
-    by = "memory" if fit < hard else ("batch_size" if cap is not None and cap <= limit else "work")
-    return BatchChoice(fit, by, cap, limit, prompt_len, new_tokens, budget)
+def _hard(cap: int | None, ceiling: int | None, limit: int) -> int:
+    """The most rows asked for: the work's rows, under the user's cap, else under the ceiling."""
+    top = cap if cap is not None else ceiling
+    return limit if top is None else min(top, limit)
+
+
+def _choice(fit: int, cap: int | None, ceiling: int | None, limit: int, prompt_len: int, new_tokens: int,
+            budget: int) -> BatchChoice:
+    if fit < _hard(cap, ceiling, limit):
+        by = "memory"
+    elif cap is not None:
+        by = "batch_size" if cap <= limit else "work"
+    else:
+        by = "device" if ceiling is not None and ceiling <= limit else "work"
+    return BatchChoice(fit, by, cap, None if cap is not None else ceiling, limit, prompt_len, new_tokens, budget)
+
+
+SLOT_CEILING_CPU = 128  # the swap engine's fastest slot count measured on CPU (device_ceiling)
+
+
+def device_ceiling(device) -> int:
+    """Slots of the swap engine past which a device stops gaining throughput. CPU: measured on the
+    2-core machine (one thread, 30 paper questions x 8 words x 64 tokens, tokens per CPU second, load
+    average ~3): 32 rows 194; 64 rows 213-220 (4 runs); 128 rows 226-231 (3 runs); 256 rows 218;
+    the 498 that memory allowed 153 -- the largest batch memory allows is not the fastest, so
+    without a ``--batch-size`` memory only lowers this ceiling. GPU: the load-time default cap (256),
+    not measured here. A user's ``--batch-size`` may pass it (memory still bounds it)."""
+    return 256 if torch.device(device).type == "cuda" else SLOT_CEILING_CPU
 
 
 def _budget(device: torch.device, fraction: float, free: int | None) -> int:
@@ -267,10 +294,11 @@ def _budget(device: torch.device, fraction: float, free: int | None) -> int:
 
 
 def slot_batch(model, device, *, prompt_len: int, new_tokens: int, limit: int, cap: int | None = None,
-               fraction: float = 0.5, free: int | None = None) -> BatchChoice:
+               ceiling: int | None = None, fraction: float = 0.5, free: int | None = None) -> BatchChoice:
     """Slots of the Sleight of Word swap engine (sleight/engine.py) for its real context: rows of
-    prompts up to ``prompt_len`` tokens and ``new_tokens`` of budget, at most ``limit`` (the rows its
-    questions can fill) and the user's ``cap`` when given (never exceeded).
+    prompts up to ``prompt_len`` tokens and ``new_tokens`` of budget, as many as fit in memory, at
+    most ``limit`` (the rows its questions can fill) and the user's ``cap`` when given (never
+    exceeded), else at most ``ceiling`` (None: :func:`device_ceiling`).
 
     A row costs what :func:`footprint` counts for a decoder row plus one parked snapshot of a whole
     row (prompt + budget columns): a question's snapshot waits for free slots while its trials queue,
@@ -282,15 +310,16 @@ def slot_batch(model, device, *, prompt_len: int, new_tokens: int, limit: int, c
     device = torch.device(device)
     budget = _budget(device, fraction, free)
     limit = max(1, limit)
+    ceiling = device_ceiling(device) if ceiling is None else ceiling
     span = prompt_len + new_tokens
     fit = rows_that_fit(model, prompt_len=prompt_len, new_tokens=new_tokens, budget=budget,
-                        cap=limit if cap is None else min(cap, limit), snapshot_len=span)
+                        cap=_hard(cap, ceiling, limit), snapshot_len=span)
     if fit < 1:
         need = footprint(model, 1, prompt_len=prompt_len, new_tokens=new_tokens, snapshot_len=span)
         raise UserError(f"a {prompt_len}-token prompt with {new_tokens} new tokens needs {_gb(need)} to decode, but "
                         f"only {_gb(budget)} is available ({fraction:g} of free {device.type} memory); free memory "
                         f"or lower --max-new-tokens")
-    choice = _choice(fit, cap, limit, prompt_len, new_tokens, budget)
+    choice = _choice(fit, cap, ceiling, limit, prompt_len, new_tokens, budget)
     if choice.by == "memory" and cap is not None:
         _note(f"--batch-size {cap} lowered to {fit} rows: prompts of up to {prompt_len} tokens + {new_tokens} new "
               f"would not fit in {_gb(budget)} ({fraction:g} of free memory)")
@@ -333,4 +362,4 @@ def ragged_rows(model, device, *, length: int, limit: int, block_tokens: int, fr
     if lo < 1:
         raise UserError(f"a {length}-token teacher-forced row needs more than the {_gb(budget)} available "
                         f"({fraction:g} of free {device.type} memory); free memory or lower js_chunk")
-    return _choice(lo, None, max(1, limit), length, 0, budget)
+    return _choice(lo, None, None, max(1, limit), length, 0, budget)

@@ -19,10 +19,12 @@ Why it is shaped like this (all greedy, so every saving below is exact, not an a
 * Finished rows free their slot at once; admission order is branches, then waiting trials of
   started questions, then new questions, so memory stays bounded by the batch, not the task list.
 * Slots: as many as memory allows for this run's real context (its longest chat prompt + the
-  budget; models/memory.py ``slot_batch``), at most the rows its questions can fill and never more
-  than an explicit ``batch_size``. Not the backend's load-time guess (1,024-token rows, at most 64 on
-  CPU): greedy tokens do not depend on the slot count, throughput does. The choice and its reason are
-  in ``stats`` (``batch_rows``, ``batch_by``, ...) and ``batch`` for the runner to store.
+  budget; models/memory.py ``slot_batch``), at most the rows its questions can fill, never more
+  than an explicit ``batch_size``, and without one at most the device's throughput ceiling
+  (``memory.device_ceiling``: past ~128-256 rows a CPU decodes fewer tokens a second, measured
+  there). Not the backend's load-time guess (1,024-token rows): greedy tokens do not depend on the
+  slot count, throughput and memory do. The choice and its reason are in ``stats`` (``batch_rows``,
+  ``batch_by``, ...) and in ``batch``, which the runner stores with every record.
 """
 
 from __future__ import annotations
@@ -131,8 +133,8 @@ def choose_slots(backend, tasks: list[QuestionTask], *, max_new_tokens: int, win
                  batch_size: int | None = None, matched_branches: bool = True, free: int | None = None) -> BatchChoice:
     """The engine's slot count for ``tasks`` (module docstring): memory for rows of the longest
     prompt + ``max_new_tokens``, at most the rows the tasks can fill (a prefix row per question, a
-    row per trial, each trial's branch rows alive at most ``window`` steps) and ``batch_size``.
-    ``free``: bytes of free memory (None: read this machine)."""
+    row per trial, each trial's branch rows alive at most ``window`` steps) and ``batch_size`` (else
+    the device ceiling). ``free``: bytes of free memory (None: read this machine)."""
     branch = 1 + (window if matched_branches else 0)
     fill = sum(1 + len(t.substitutions) * branch for t in tasks)
     return slot_batch(backend.model, backend.device, prompt_len=max(len(t.prompt_ids) for t in tasks),

@@ -51,12 +51,25 @@ def test_slot_footprint_by_hand():
 
 
 def test_slot_batch_fills_the_memory_given():
-    c = M.slot_batch(_Shape(), "cpu", prompt_len=43, new_tokens=256, limit=91_000, free=FREE_100)
-    assert (c.rows, c.by, c.cap, c.limit, c.prompt_len, c.new_tokens) == (100, "memory", None, 91_000, 43, 256)
+    c = M.slot_batch(_Shape(), "cpu", prompt_len=43, new_tokens=256, limit=91_000, ceiling=1000, free=FREE_100)
+    assert (c.rows, c.by, c.cap, c.ceiling, c.limit, c.prompt_len, c.new_tokens) == \
+        (100, "memory", None, 1000, 91_000, 43, 256)
     assert c.budget_bytes == FREE_100 // 2
-    assert M.slot_batch(_Shape(), "cpu", prompt_len=43, new_tokens=256, limit=91_000, free=FREE_100 - 2).rows == 99
-    assert c.record() == {"batch_rows": 100, "batch_by": "memory", "batch_cap": None, "batch_limit": 91_000,
-                          "batch_prompt_len": 43, "batch_new_tokens": 256, "batch_budget_bytes": FREE_100 // 2}
+    assert M.slot_batch(_Shape(), "cpu", prompt_len=43, new_tokens=256, limit=91_000, ceiling=1000,
+                        free=FREE_100 - 2).rows == 99
+    assert c.record() == {"batch_rows": 100, "batch_by": "memory", "batch_cap": None, "batch_ceiling": 1000,
+                          "batch_limit": 91_000, "batch_prompt_len": 43, "batch_new_tokens": 256,
+                          "batch_budget_bytes": FREE_100 // 2}
+
+
+def test_without_a_batch_size_the_device_ceiling_bounds_it():
+    c = M.slot_batch(_Shape(), "cpu", prompt_len=43, new_tokens=256, limit=91_000, free=2 * FREE_100)
+    assert (c.rows, c.by, c.cap, c.ceiling) == (128, "device", None, 128)  # 200 fit; a CPU's ceiling is 128
+    assert M.device_ceiling("cpu") == 128 and M.device_ceiling("cuda") == 256  # no GPU needed to name it
+    c = M.slot_batch(_Shape(), "cpu", prompt_len=43, new_tokens=256, limit=91_000, free=FREE_100)
+    assert (c.rows, c.by, c.ceiling) == (100, "memory", 128)
+    c = M.slot_batch(_Shape(), "cpu", prompt_len=43, new_tokens=256, limit=91_000, ceiling=64, free=2 * (50 * PER_ROW + FIXED))
+    assert (c.rows, c.by) == (50, "memory")  # memory lowers the ceiling
 
 
 def test_a_long_prompt_gets_fewer_slots():
@@ -64,17 +77,20 @@ def test_a_long_prompt_gets_fewer_slots():
     # distributions 1,572,864; snapshot 46,080 x 1,256 = 57,876,480; prefill of min(rows, 16) rows:
     # 1,000 x (142,080 + 1,000) = 143,080,000 a row; held prefix 46,080,000. For rows <= 16:
     # rows x 287,394,880 + 46,080,000 <= 4,460,943,940 -> 15 rows
-    long = M.slot_batch(_Shape(), "cpu", prompt_len=1000, new_tokens=256, limit=91_000, free=FREE_100)
+    long = M.slot_batch(_Shape(), "cpu", prompt_len=1000, new_tokens=256, limit=91_000, ceiling=1000, free=FREE_100)
     assert long.rows == 15 and long.by == "memory" and long.prompt_len == 1000
     assert M.footprint(_Shape(), 15, prompt_len=1000, new_tokens=256, snapshot_len=1256) == 15 * 287_394_880 + 46_080_000
 
 
 def test_an_explicit_batch_size_caps_it():
     c = M.slot_batch(_Shape(), "cpu", prompt_len=43, new_tokens=256, limit=91_000, cap=32, free=FREE_100)
-    assert (c.rows, c.by, c.cap) == (32, "batch_size", 32)
-    # a cap above what fits is lowered by memory (never raised), and named as such
+    assert (c.rows, c.by, c.cap, c.ceiling) == (32, "batch_size", 32, None)
+    # a cap above what fits is lowered by memory (never raised), and named as such; the user's cap may
+    # pass the device ceiling (64 on CPU)
     c = M.slot_batch(_Shape(), "cpu", prompt_len=43, new_tokens=256, limit=91_000, cap=500, free=FREE_100)
     assert (c.rows, c.by, c.cap) == (100, "memory", 500)
+    c = M.slot_batch(_Shape(), "cpu", prompt_len=43, new_tokens=256, limit=91_000, cap=80, free=FREE_100)
+    assert (c.rows, c.by, c.cap) == (80, "batch_size", 80)
     with pytest.raises(UserError, match="--batch-size must be a positive integer, got 0"):
         M.slot_batch(_Shape(), "cpu", prompt_len=43, new_tokens=256, limit=10, cap=0, free=FREE_100)
 
