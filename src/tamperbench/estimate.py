@@ -215,11 +215,27 @@ def sleight_plan(spec, out, backend) -> Plan:
     n_trials = sum(len(u.payload.substitutions) for u in units)
     row_tokens = sleight_row_tokens(units, spec.max_new_tokens)
     prefill = sum(len(backend.chat_ids(msgs[u.payload.question_id])) for u in units)
-    batch = int(spec.batch_size or backend.max_batch_size)
+    batch = _sleight_slots(spec, units, msgs, backend)
     notes = [f"{len(spec.questions)} questions x {len(spec.substitutions)} substitutions x "
              f"{spec.max_new_tokens} tokens; {len(units)} questions pending",
              f"matched-branch rows ({spec.window} tokens at each later swap) are not counted"]
     return Plan("sleight", n_trials, skipped, row_tokens, prefill, batch, notes=notes)
+
+
+def _sleight_slots(spec, units, msgs, backend) -> int:
+    """The rows the swap engine will decode at once: its own ``choose_slots`` over the pending
+    questions (memory for the longest prompt + budget, the rows they fill, the device ceiling or
+    ``--batch-size``); the spec's or load-time batch where there is no local model to size."""
+    from tamperbench.models.protocols import StepBackend
+
+    if not units or not isinstance(backend, StepBackend):  # the black-box engine: no slots to size
+        return int(spec.batch_size or backend.max_batch_size)
+    from tamperbench.sleight.engine import QuestionTask, choose_slots
+
+    tasks = [QuestionTask(question_id=u.payload.question_id, prompt_ids=backend.chat_ids(msgs[u.payload.question_id]),
+                          substitutions=list(u.payload.substitutions), need_clean=u.payload.need_clean) for u in units]
+    return choose_slots(backend, tasks, max_new_tokens=spec.max_new_tokens, window=spec.window,
+                        batch_size=spec.batch_size).rows
 
 
 def quote_plan(spec, out, backend) -> Plan:

@@ -44,6 +44,9 @@ def test_sleight_dry_run_counts_what_is_stored(tmp_path):
     assert "2 trials in the spec, 1 already stored, 1 to run" in res.output
     # one question pending: its prefix row + 1 trial, 4 tokens each
     assert "at most 8 " in res.output
+    # rows at once, as the engine sizes them (sleight/engine.py choose_slots): the pending question's
+    # prefix row + its 1 trial x (1 + the 8-step matched-branch window) = 10, not the load-time 64
+    assert "; batch 10" in res.output
     with RunStore.open_existing(run_dir, read_only=True) as store:
         assert (store.count("sleight_trials"), store.count("sleight_clean")) == before
 
