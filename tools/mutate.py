@@ -301,6 +301,10 @@ EQUIVALENT += [
      "both callers (owmi score's CLI and the report site) pass n_boot: the default is never used"),
     (_O + "analysis/profile.py", "x_score_runs", '["p_value"] is not None) or True',
      "benjamini_hochberg reads its p-values with np.asarray(dtype=float), which turns None into NaN: the same input"),
+    *[(_O + "analysis/reconstruction.py", "x_load_validation", n, "this machine's locale encoding is UTF-8, and codec "
+       "names are case-insensitive") for n in ('read_text(encoding=None)', 'read_text(encoding="UTF-8")')],
+    (_O + "analysis/reconstruction.py", "x__signed", 'return _n(None) if _n(x) == "n/a"',
+     "_n(x) == 'n/a' holds only for None or a non-finite float, and _n(None) is that same 'n/a'"),
 ]
 
 KILLED = {1, 3}           # a test failed (3: pytest internal error, which mutmut counts as a kill)
