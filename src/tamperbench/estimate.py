@@ -38,6 +38,7 @@ class Calibration:
     step_b: float  # seconds per decoding step, per row
     seconds: float  # calibration wall time
     batch: int  # the largest batch measured
+    low: int = 1  # the smaller batch measured: the per-row cost is the slope between ``low`` and ``batch``
 
     def step_seconds(self, rows: int) -> float:
         return self.step_a + self.step_b * max(1, rows)
@@ -53,31 +54,40 @@ class Calibration:
         return prefill_tokens / self.prefill_tps + self.decode_seconds(row_tokens, batch)
 
 
-def calibrate(backend, *, batch: int | None = None, prompt_tokens: int = 128, steps: int = 2,
-              probe_batch: int = 16) -> Calibration:
-    """A few forward passes (seconds on an idle CPU): one prefill of a ``prompt_tokens``-token row,
-    then ``steps`` decoding steps at batch 1 and at ``min(batch, probe_batch)``; the per-row cost
-    is extrapolated linearly to the run's batch. Nothing is stored anywhere."""
-    b = max(2, min(int(batch or backend.max_batch_size), probe_batch))
-    ids = backend.encode("The quick brown fox jumps over the lazy dog. " * (prompt_tokens // 8 + 1))[:prompt_tokens]
+def calibrate(backend, *, batch: int | None = None, prompt_tokens: int = 128, context: int | None = None,
+              steps: int = 3, probe_batch: int = 32) -> Calibration:
+    """A few forward passes (seconds on an idle CPU): one prefill of a ``prompt_tokens``-token row
+    (``context`` tokens when larger: the mean columns the run's decoding steps attend to), forked
+    to 4 rows and then ``min(batch, probe_batch)`` rows, ``steps`` decoding steps timed at each; the
+    per-row cost is the slope between the two, extrapolated linearly to the run's batch. Not from
+    a 1-row step: the decoder runs one row through another kernel (unpacked linears,
+    models/decoding/packed_linear.py) that costs about what 4 packed rows do, so a 1-vs-16 slope
+    over a 16-token context came out near zero and a 128-row ``--preset paper`` plan promised
+    several times its real speed. Runs of at most 4 rows fit from 1 row. Nothing is stored anywhere."""
+    hi = max(2, min(int(batch or backend.max_batch_size), probe_batch))
+    lo = 1 if hi <= 4 else 4
+    n = max(prompt_tokens, int(context or 0))
+    ids = backend.encode("The quick brown fox jumps over the lazy dog. " * (n // 8 + 1))[:n]
     t_start = time.perf_counter()
+    dec = backend.step_decoder(capacity=hi)
+    t0 = time.perf_counter()
+    [rid] = dec.add_rows([ids])
+    t_pre = time.perf_counter() - t0
 
-    def timed_steps(rows: int, prompt: list[int]) -> tuple[float, float]:
-        dec = backend.step_decoder(capacity=rows)
-        t0 = time.perf_counter()
-        dec.add_rows([prompt] * rows)
-        t_prefill = time.perf_counter() - t0
-        dec.step()  # the first step pays allocation
-        t0 = time.perf_counter()
+    def timed_steps(rows: int) -> float:
+        live = len(dec.live_rows())
+        if rows > live:
+            dec.fork(rid, rows - live)
+        dec.step()  # the first step at a new size pays allocation
+        t1 = time.perf_counter()
         for _ in range(steps):
             dec.step()
-        return t_prefill, (time.perf_counter() - t0) / steps
+        return (time.perf_counter() - t1) / steps
 
-    t_pre, s1 = timed_steps(1, ids)
-    _, sb = timed_steps(b, ids[:16])
-    slope = max((sb - s1) / (b - 1), 0.0)
-    return Calibration(prefill_tps=len(ids) / max(t_pre, 1e-9), step_a=max(s1 - slope, 1e-6), step_b=slope,
-                       seconds=time.perf_counter() - t_start, batch=b)
+    s_lo, s_hi = timed_steps(lo), timed_steps(hi)
+    slope = max((s_hi - s_lo) / (hi - lo), 0.0)
+    return Calibration(prefill_tps=len(ids) / max(t_pre, 1e-9), step_a=max(s_lo - slope * lo, 1e-6), step_b=slope,
+                       seconds=time.perf_counter() - t_start, batch=hi, low=lo)
 
 
 @dataclass
@@ -94,6 +104,7 @@ class Plan:
     unit_name: str = "trials"
     notes: list[str] = field(default_factory=list)
     eta_seconds: float | None = None
+    context: int | None = None  # mean columns a decoding step attends to (calibrated there)
 
     def with_eta(self, cal: Calibration) -> Plan:
         self.eta_seconds = cal.seconds_for(self.prefill_tokens, self.row_tokens, self.batch)
@@ -122,7 +133,7 @@ def print_plan(plan: Plan, cal: Calibration | None, echo: Callable[[str], None] 
     if cal is not None:
         echo(f"calibration ({cal.seconds:.1f} s on this machine): prefill {cal.prefill_tps:.0f} tokens/s, "
              f"a decoding step {cal.step_a * 1000:.0f} ms + {cal.step_b * 1000:.1f} ms per row "
-             f"(batch {plan.batch}: {plan.batch / cal.step_seconds(plan.batch):.0f} tokens/s)")
+             f"(fitted between {cal.low} and {cal.batch} rows; batch {plan.batch}: {plan.batch / cal.step_seconds(plan.batch):.0f} tokens/s)")
     if plan.eta_seconds is not None:
         echo(f"ETA: at most {format_seconds(plan.eta_seconds)} (upper bound from the calibration; "
              f"answers that stop early take less)")
@@ -219,7 +230,8 @@ def sleight_plan(spec, out, backend) -> Plan:
     notes = [f"{len(spec.questions)} questions x {len(spec.substitutions)} substitutions x "
              f"{spec.max_new_tokens} tokens; {len(units)} questions pending",
              f"matched-branch rows ({spec.window} tokens at each later swap) are not counted"]
-    return Plan("sleight", n_trials, skipped, row_tokens, prefill, batch, notes=notes)
+    context = prefill // max(len(units), 1) + spec.max_new_tokens // 2
+    return Plan("sleight", n_trials, skipped, row_tokens, prefill, batch, notes=notes, context=context)
 
 
 def _sleight_slots(spec, units, msgs, backend) -> int:
@@ -274,14 +286,15 @@ def quote_plan(spec, out, backend) -> Plan:
     notes = [f"prompt tokens without prefix reuse: {sum(map(len, ids.values())):,}",
              f"{len(calls)} generation call(s) of up to {bs} trials"
              + ("; each call's rows decoded at once as far as memory allows" if by_memory else "")]
+    context = sum(map(len, ids.values())) // max(len(ids), 1) + spec.max_new_tokens // 2
     return Plan("quote", len(units), total - len(units), quote_row_tokens(units, spec.max_new_tokens), prefill, batch,
-                notes=notes)
+                notes=notes, context=context)
 
 
 def dry_run(plan: Plan, backend, echo: Callable[[str], None] = print, *, calibration: bool = True) -> Plan:
     """Calibrate on this machine, attach the ETA and print the plan: what ``--dry-run`` does.
     Any suite (OWMI included) builds its ``Plan`` and calls this."""
-    cal = calibrate(backend, batch=plan.batch) if calibration and plan.units else None
+    cal = calibrate(backend, batch=plan.batch, context=plan.context) if calibration and plan.units else None
     if cal is not None:
         plan.with_eta(cal)
     print_plan(plan, cal, echo)

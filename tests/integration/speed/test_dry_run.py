@@ -135,3 +135,18 @@ def test_owmi_quick_dry_run_counts_records_tokens_and_what_is_stored(tmp_path):
     assert f"at most {200 * 20 + 2 * 4 * 16:,}" in res.output
     with RunStore.open_existing(run_dir, read_only=True) as store:
         assert store.count("owmi_runs") == 100  # the dry run wrote nothing
+
+
+def test_calibration_fits_the_per_row_cost_between_packed_batches(embedded_backend):
+    """The ETA's per-row cost is the slope between 4 and 32 rows, both through the packed linears,
+    at the plan's context: a 1-row step runs another kernel that costs about what 4 packed rows do,
+    and the old 1-vs-16 slope came out 0.0 ms a row, so `--preset paper` (128 rows) was promised
+    2,255 tokens/s. 32 rows do 8x the arithmetic of 4 (about 28 vs 3.5 model GFLOP a step on this
+    model), far past any timing noise, so the fitted slope must be positive."""
+    from tamperbench.estimate import calibrate
+
+    cal = calibrate(embedded_backend, batch=128, context=171)
+    assert (cal.low, cal.batch) == (4, 32)
+    assert cal.step_b > 0
+    small = calibrate(embedded_backend, batch=3)  # at most 4 rows: fitted from 1 row
+    assert (small.low, small.batch) == (1, 3)
