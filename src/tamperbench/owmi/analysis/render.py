@@ -181,31 +181,24 @@ def to_markdown(result: dict) -> str:
     return "\n".join(L) + "\n"
 
 
-def save(result: dict, out: Path) -> dict[str, Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"markdown": out / "owmi_score.md", "csv": out / "owmi_detection.csv", "json": out / "owmi_score.json"}
-    paths["markdown"].write_text(to_markdown(result), encoding="utf-8")
-    rows = detection_rows(result)
-    with paths["csv"].open("w", newline="", encoding="utf-8") as fh:
-        fields = list(rows[0]) if rows else ["model", "cell", "pairs"]
-        w = csv.DictWriter(fh, fieldnames=fields)
+def _write_csv(path: Path, rows: list[dict], empty_fields: list[str]) -> None:
+    """``rows`` as CSV, header from the first row (``empty_fields`` when there is none)."""
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else empty_fields)
         w.writeheader()
         w.writerows(rows)
-    from tamperbench.owmi.analysis.decay import decay_rows
 
-    paths["decay_csv"] = out / "owmi_decay.csv"
-    drows = decay_rows(result)
-    with paths["decay_csv"].open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(drows[0]) if drows else ["model", "cell", "contrast"])
-        w.writeheader()
-        w.writerows(drows)
+
+def save(result: dict, out: Path) -> dict[str, Path]:
+    from tamperbench.owmi.analysis.decay import decay_rows
     from tamperbench.owmi.analysis.reconstruction import reconstruction_rows
 
-    paths["reconstruction_csv"] = out / "owmi_reconstruction.csv"
-    rrows = reconstruction_rows(result)
-    with paths["reconstruction_csv"].open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rrows[0]) if rrows else ["model", "cell", "scoring"])
-        w.writeheader()
-        w.writerows(rrows)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out / "owmi_score.md", "csv": out / "owmi_detection.csv", "json": out / "owmi_score.json",
+             "decay_csv": out / "owmi_decay.csv", "reconstruction_csv": out / "owmi_reconstruction.csv"}
+    paths["markdown"].write_text(to_markdown(result), encoding="utf-8")
+    _write_csv(paths["csv"], detection_rows(result), ["model", "cell", "pairs"])
+    _write_csv(paths["decay_csv"], decay_rows(result), ["model", "cell", "contrast"])
+    _write_csv(paths["reconstruction_csv"], reconstruction_rows(result), ["model", "cell", "scoring"])
     paths["json"].write_text(json.dumps(result, indent=1, default=str, allow_nan=True), encoding="utf-8")
     return paths
