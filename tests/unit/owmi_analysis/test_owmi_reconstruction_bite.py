@@ -206,3 +206,14 @@ def test_validation_out_of_range_names_the_field(tmp_path, field, value):
     with pytest.raises(UserError) as err:
         rec.load_validation(p)
     assert str(err.value) == f"--recon-validation: {p}: field {field!r} must be in 0..1"
+
+
+def test_entry_is_reproducible_from_its_seed():
+    """A reader rerunning ``owmi score`` with the same seed must get the same intervals, the vs-sham ones
+    (complete coding) included: both bootstraps take the caller's seed."""
+    from test_owmi_reconstruction import records
+
+    first, again = (rec.reconstruction_entry(records(), 200, 3) for _ in range(2))
+    assert first["vs_sham"]["complete"]["margin_ci"] == again["vs_sham"]["complete"]["margin_ci"]
+    assert first["vs_sham"]["complete"]["auroc_ci"] == again["vs_sham"]["complete"]["auroc_ci"]
+    assert first == again
