@@ -116,11 +116,11 @@ def test_markdown_lines_are_exact():
         # "_" is Markdown punctuation: escaped in the unscorable-pairs cell (an _e cell)
         f"| {IDENT} | {LABEL} | 4 | 0.750 / 0.250 | +0.5000 [0.2500, 0.7500] | +0.2500 [0.1000, 0.4000] (n=4) "
         "(random_matched) | -0.1250 [-0.3000, 0.0500] (n=4) | +0.4000 / -0.2000 [-0.4000, 0.0000] (n=5) | 0.125 | "
-        "intervention 4/5; sham 5/5 | concept\\_mismatch 2, no\\_concept\\_label 1 | True / None |",
+        "intervention 4/5; sham 5/5 | concept\\_mismatch 2, no\\_concept\\_label 1 | yes / n/a |",
         f"| {IDENT} | {LABEL} | 0 | n/a / n/a | n/a | -0.5000 [-0.7500, -0.2500] (n=2) (random_unit) | n/a | "
-        "n/a / n/a | 0.125 |  | none | None / None |",
+        "n/a / n/a | 0.125 |  | none | n/a / n/a |",
         f"| {IDENT} | {LABEL} | 3 | 1.000 / 0.000 | +1.0000 [1.0000, 1.0000] | n/a | n/a | +0.6000 / n/a | 0.125 | "
-        "sham 3/3 | none | False / False |",
+        "sham 3/3 | none | no / no |",
     ]
 
 

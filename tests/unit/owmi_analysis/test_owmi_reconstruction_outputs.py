@@ -111,7 +111,7 @@ def test_markdown_csv_and_site_table(scored):
     sec = md.split("## Reconstruction")[1].split("\n## ")[0]
     assert sec.count("resid\\_post.3") + sec.count("resid_post.3") >= 1
     assert "| 4 | 0.750 / 0.500 | +0.2500 [" in sec and "| +0.0000 / -0.2000 [" in sec
-    assert "| concept\\_mismatch 1, no\\_concept\\_label 1 | True / " in sec and "| None / None |" in sec
+    assert "| concept\\_mismatch 1, no\\_concept\\_label 1 | yes / " in sec and "| n/a / n/a |" in sec
     rows = list(csv.DictReader(io.StringIO(paths["reconstruction_csv"].read_text())))
     assert [r["cell"].split(" · ")[1] for r in rows] == ["resid_post.3", "resid_post.5"]
     assert rows[0]["model"] == MODEL and rows[0]["scoring"] == "rule-scored, not human-validated"

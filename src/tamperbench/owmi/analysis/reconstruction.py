@@ -222,7 +222,8 @@ def _signed(x) -> str:
 
 
 def reconstruction_markdown(result: dict) -> list[str]:
-    """The Markdown section of ``owmi score``: paper rule and ours named, one row per cell."""
+    """The Markdown section of ``owmi score``: paper rule and ours named, one row per cell (Eq. 17
+    events read yes / no, n/a where it was not formed; the CSV keeps the raw values)."""
     from tamperbench.owmi.analysis.render import _e, _n
 
     rows = reconstruction_rows(result)
@@ -240,5 +241,9 @@ def reconstruction_markdown(result: dict) -> list[str]:
                  f"{_n(r['accuracy_sham'], 3)} | {_signed(r['margin_sham']) + ' ' + r['margin_sham_ci'] if r['pairs_vs_sham'] else 'n/a'} | {r['margin_random']}"
                  f"{' (' + r['random_kind'] + ')' if r['random_kind'] else ''} | {r['margin_observer']} | "
                  f"{_signed(r['inclusive_margin_sham'])} / {r['inclusive_margin_observer']} | {_n(r['chance'], 3)} | "
-                 f"{_e(r['parse'])} | {_e(r['unscorable_pairs'] or 'none')} | {r['eq17_literal']} / {r['eq17_decision']} |")
+                 f"{_e(r['parse'])} | {_e(r['unscorable_pairs'] or 'none')} | {_yes_no(r['eq17_literal'])} / {_yes_no(r['eq17_decision'])} |")
     return L
+
+
+def _yes_no(event: bool | None) -> str:
+    return "n/a" if event is None else ("yes" if event else "no")
