@@ -148,6 +148,13 @@ def test_summary_prints_the_rule_scored_counts(scored):
     ('{"raters": 3, "sample_size": 60, "threshold": 0.8}', "field 'agreement' must be a number"),
     ('{"raters": 3, "sample_size": 60, "threshold": 80, "agreement": 0.9}', "field 'threshold' must be in 0..1"),
     ('{"raters": true, "sample_size": 60, "threshold": 0.8, "agreement": 0.9}', "field 'raters' must be an integer"),
+    # JSON's Infinity / NaN parse as floats; int(Infinity) used to raise OverflowError (a traceback)
+    ('{"raters": Infinity, "sample_size": 60, "threshold": 0.8, "agreement": 0.9}', "field 'raters' must be an integer"),
+    ('{"raters": 3, "sample_size": NaN, "threshold": 0.8, "agreement": 0.9}', "field 'sample_size' must be an integer"),
+    ('{"raters": 3, "sample_size": 60, "threshold": 0.8, "agreement": NaN}', "field 'agreement' must be a number"),
+    # a file past the 64 KiB bound is refused before it is parsed
+    ('{"raters": 3, "sample_size": 60, "threshold": 0.8, "agreement": 0.9, "note": "' + "x" * 70_000 + '"}',
+     "larger than 65,536 bytes"),
     ("[1, 2]", "expected a JSON object"), ("{not json", "not a readable JSON file (JSONDecodeError)")])
 def test_cli_bad_validation_file_is_one_error_line(scored, tb_inprocess, text, field):
     tmp, _, _ = scored

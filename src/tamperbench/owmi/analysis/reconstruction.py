@@ -109,17 +109,23 @@ def reconstruction_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
 VALIDATION_FIELDS = {"raters": int, "sample_size": int, "threshold": float, "agreement": float}
 
 
+MAX_VALIDATION_BYTES = 64 * 1024
+
+
 def load_validation(path) -> dict:
     """A human validation of the reconstruction rule (D.3) from a JSON object file: ``raters``,
     ``sample_size`` (integers), ``threshold`` and ``agreement`` (numbers in 0..1), optional ``note``.
     A bad file is one ``UserError`` naming the file and field, never a default."""
     import json
+    import math
     from pathlib import Path
 
     from tamperbench.errors import UserError
 
     p = Path(path)
     try:
+        if p.stat().st_size > MAX_VALIDATION_BYTES:  # four numbers and a note: a bigger file is not one
+            raise UserError(f"--recon-validation: {p}: larger than {MAX_VALIDATION_BYTES:,} bytes")
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise UserError(f"--recon-validation: {p}: not a readable JSON file ({type(err).__name__})") from None
@@ -128,7 +134,9 @@ def load_validation(path) -> dict:
     out: dict = {}
     for k, typ in VALIDATION_FIELDS.items():
         v = data.get(k)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (typ is int and v != int(v)):
+        # JSON's NaN / Infinity parse as floats: refused here (int(inf) would raise OverflowError)
+        if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                or (typ is int and v != int(v))):
             raise UserError(f"--recon-validation: {p}: field {k!r} must be {'an integer' if typ is int else 'a number'}")
         if typ is float and not 0 <= v <= 1:
             raise UserError(f"--recon-validation: {p}: field {k!r} must be in 0..1")
