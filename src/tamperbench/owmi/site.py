@@ -31,7 +31,8 @@ def _ci_cell(est, ci, digits: int = 3) -> Cell:
 
 def _tables(result: dict) -> list[LeaderTable]:
     from tamperbench.owmi.analysis import identity
-    from tamperbench.owmi.analysis.render import _cell_label, detection_rows
+    from tamperbench.owmi.analysis.fmt import cell_label
+    from tamperbench.owmi.analysis.render import detection_rows
 
     who = identity.result_labels(result)
 
@@ -40,7 +41,7 @@ def _tables(result: dict) -> list[LeaderTable]:
                       columns=["model", "cell", "pairs", "d'", "AUROC", "BH q", "margin vs random",
                                "margin vs observer", "parsed / attempted", "claim level"])
     for r in detection_rows(result):
-        c = next(c for c in result["cells"] if c.get("detection") and _cell_label(c["cell"]) == r["cell"]
+        c = next(c for c in result["cells"] if c.get("detection") and cell_label(c["cell"]) == r["cell"]
                  and who[identity.of(c["cell"])] == r["identity"])
         comp = c["detection"]["complete"]
         det.add(r["identity"], r["cell"], cell(r["pairs"]), _ci_cell(comp["dprime"], comp["dprime_ci"]),
@@ -53,7 +54,7 @@ def _tables(result: dict) -> list[LeaderTable]:
     claims = LeaderTable(slug="owmi-claims", title="Claim verdicts (Appendix D.5): the strongest claim the data license",
                          columns=["model", "cell", "level", "claim", "held", "failed", "not measured"])
     for c in result["cells"]:
-        label = _cell_label(c["cell"])
+        label = cell_label(c["cell"])
         d = (c.get("detection") or {}).get("complete")
         k = c.get("confidence") or {}
         if d:

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.model
 
 def test_probe_features_are_padding_invariant_and_the_probe_beats_its_null(embedded_backend):
     from tamperbench.owmi.analysis.intervene import intervention, unit_direction
-    from tamperbench.owmi.analysis.probe import ProbeSpec, collect, fit_layer, _split
+    from tamperbench.owmi.analysis.probe import ProbeSpec, collect, fit_layer, split_items
 
     spec = ProbeSpec(n_items=24, read_layers=[15, 29], n_perm=30, test_fraction=0.5)
     data = collect(embedded_backend, spec)
@@ -28,7 +28,7 @@ def test_probe_features_are_padding_invariant_and_the_probe_beats_its_null(embed
     # the intervention changes the captured activation at the site; the sham leaves it as is
     f = data["features"][15]
     assert np.linalg.norm(f[1] - f[0], axis=1).mean() > 1.0
-    train, test = _split(24, 0.5, 0)
+    train, test = split_items(24, 0.5, 0)
     res = fit_layer(f[0], f[1], train, test, n_perm=30, quantile=0.95, seed=0)
     assert res["n_test"] == 24 and res["accuracy"] > res["null_quantile"] + 0.5
     assert res["passes"] is True and len(res["null_band"]) == 2

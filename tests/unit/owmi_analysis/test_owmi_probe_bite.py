@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from tamperbench.owmi.analysis.probe import ProbeSpec, _split, describe_layer, fit_layer
+from tamperbench.owmi.analysis.probe import ProbeSpec, split_items, describe_layer, fit_layer
 
 
 def _by_hand(x_sham, x_int, train, test, n_perm, seed):
@@ -41,10 +41,10 @@ def _noise(seed, n=16, d=3, shift=0.0):
 
 def test_split_by_item_matches_a_hand_permutation():
     perm = np.random.default_rng(5).permutation(20)
-    train, test = _split(20, 0.3, 5)
+    train, test = split_items(20, 0.3, 5)
     assert list(test) == sorted(perm[:6]) and list(train) == sorted(perm[6:])
-    assert len(_split(8, 0.01, 0)[1]) == 1  # round(0.08) = 0 items: at least one is held out
-    assert len(_split(9, 0.5, 0)[1]) == 4  # round(4.5) = 4 (half to even)
+    assert len(split_items(8, 0.01, 0)[1]) == 1  # round(0.08) = 0 items: at least one is held out
+    assert len(split_items(9, 0.5, 0)[1]) == 4  # round(4.5) = 4 (half to even)
 
 
 def test_layer_statistics_against_scikit_learn_and_numpy():

@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from tamperbench.owmi.analysis.known_positive import KnownPositiveSpec
-from tamperbench.owmi.analysis.probe import ProbeSpec, _split
+from tamperbench.owmi.analysis.probe import ProbeSpec, split_items
 from tamperbench.owmi.analysis.prompts import anchor_prompts
 
 
@@ -21,7 +21,7 @@ def test_overlapping_seed_ranges_are_refused_when_the_spec_is_built():
 def test_probe_spec_and_item_split():
     with pytest.raises(ValidationError):
         ProbeSpec(layer=10, read_layers=[9, 12])
-    train, test = _split(96, 0.25, seed=0)
+    train, test = split_items(96, 0.25, seed=0)
     assert len(train) == 72 and len(test) == 24 and not set(train) & set(test)  # 144 / 48 vectors
 
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from tamperbench.errors import UserError
 from tamperbench.owmi.analysis import identity
+from tamperbench.owmi.analysis.fmt import ci, esc, num
 
 DECAY_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "site", "operator", "dose", "hook_scope")
 PRIMARY = (("A", "B_delayed"), ("B_delayed", "C"))  # Eq. 19, Track B = the genuinely delayed path
@@ -277,7 +278,6 @@ def decay_rows(result: dict) -> list[dict]:
     ``identity`` is the model identity's label (``identity.result_labels``): the name alone would show a
     float32 and a bfloat16 cell of one model as two identical rows. The machine-readable fields come
     last, so the earlier CSV columns keep their places."""
-    from tamperbench.owmi.analysis.render import _ci
 
     out = []
     labels = identity.result_labels(result)
@@ -294,11 +294,11 @@ def decay_rows(result: dict) -> list[dict]:
             for s in ("dprime", "auroc"):
                 e = t.get(s) or {}
                 row[f"{s}_x"], row[f"{s}_y"] = e.get(x), e.get(y)
-                row[f"{s}_diff"], row[f"{s}_diff_ci"] = e.get("diff"), _ci(e.get("ci"))
+                row[f"{s}_diff"], row[f"{s}_diff_ci"] = e.get("diff"), ci(e.get("ci"))
             row["p_value"], row["bh_q"], row["positive"] = t.get("p_value"), t.get("bh_q"), t.get("positive")
             inc = t.get("inclusive") or {}
-            row["inclusive_dprime_diff"], row["inclusive_dprime_diff_ci"] = inc.get("dprime_diff"), _ci(inc.get("dprime_ci"))
-            row["inclusive_auroc_diff"], row["inclusive_auroc_diff_ci"] = inc.get("auroc_diff"), _ci(inc.get("auroc_ci"))
+            row["inclusive_dprime_diff"], row["inclusive_dprime_diff_ci"] = inc.get("dprime_diff"), ci(inc.get("dprime_ci"))
+            row["inclusive_auroc_diff"], row["inclusive_auroc_diff_ci"] = inc.get("auroc_diff"), ci(inc.get("auroc_ci"))
             row["model_revision"], row["quantized"] = k.get("model_revision"), bool(k.get("quantized"))
             row["identity"] = labels[identity.of(k)]
             out.append(row)
@@ -307,7 +307,6 @@ def decay_rows(result: dict) -> list[dict]:
 
 def decay_markdown(result: dict) -> list[str]:
     """The Markdown section of ``owmi score`` (table, then one verdict per cell)."""
-    from tamperbench.owmi.analysis.render import _e, _n
 
     d = result.get("decay")
     if not d:
@@ -316,24 +315,24 @@ def decay_markdown(result: dict) -> list[str]:
     L = ["", "## Temporal decay across tracks (Eq. 19; Appendix D.2, D.5)", "",
          f"Item-paired contrasts x - y of the detection margin ({d['coding']}-pair coding; {pct} item-clustered "
          f"bootstrap, {d['n_boot']} replicates, seed {d['seed']}, both tracks of an item resampled together). "
-         f"Rule: {_e(d['rule'])}", "",
+         f"Rule: {esc(d['rule'])}", "",
          f"| model | cell | contrast | role | items paired (dropped x / y) | pairs x / y | d' x / y | d' diff [{pct}] | "
          f"AUROC x / y | AUROC diff [{pct}] | BH q | positive | inclusive coding: d' / AUROC diff |",
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in decay_rows(result):
         if r["reason"]:
-            L.append(f"| {_e(r['identity'])} | {_e(r['cell'])} | {r['contrast']} | {_e(r['role'])} | not estimable: "
-                     f"{_e(r['reason'])} | | | | | | | | |")
+            L.append(f"| {esc(r['identity'])} | {esc(r['cell'])} | {r['contrast']} | {esc(r['role'])} | not estimable: "
+                     f"{esc(r['reason'])} | | | | | | | | |")
             continue
-        L.append(f"| {_e(r['identity'])} | {_e(r['cell'])} | {r['contrast']} | {_e(r['role'])} | {r['items_paired']} "
-                 f"({r['items_dropped_x']} / {r['items_dropped_y']}) | {r['pairs_x']} / {r['pairs_y']} | {_n(r['dprime_x'], 3)} / {_n(r['dprime_y'], 3)} | "
-                 f"{_n(r['dprime_diff'], 3)} {r['dprime_diff_ci']} | {_n(r['auroc_x'], 3)} / {_n(r['auroc_y'], 3)} | "
-                 f"{_n(r['auroc_diff'], 3)} {r['auroc_diff_ci']} | {_n(r['bh_q'], 4)} | {r['positive']} | "
-                 f"{_n(r['inclusive_dprime_diff'], 3)} / {_n(r['inclusive_auroc_diff'], 3)} |")
+        L.append(f"| {esc(r['identity'])} | {esc(r['cell'])} | {r['contrast']} | {esc(r['role'])} | {r['items_paired']} "
+                 f"({r['items_dropped_x']} / {r['items_dropped_y']}) | {r['pairs_x']} / {r['pairs_y']} | {num(r['dprime_x'], 3)} / {num(r['dprime_y'], 3)} | "
+                 f"{num(r['dprime_diff'], 3)} {r['dprime_diff_ci']} | {num(r['auroc_x'], 3)} / {num(r['auroc_y'], 3)} | "
+                 f"{num(r['auroc_diff'], 3)} {r['auroc_diff_ci']} | {num(r['bh_q'], 4)} | {r['positive']} | "
+                 f"{num(r['inclusive_dprime_diff'], 3)} / {num(r['inclusive_auroc_diff'], 3)} |")
     L.append("")
     labels = identity.result_labels(result)
     for c in d["cells"]:
         k, v = c["cell"], c["verdict"]
-        L.append(f"- **{_e(labels[identity.of(k)])} · {_e(k['benchmark'])} · {_e(k['site'])} · {_e(k['hook_scope'])}**: {_e(v['claim'])}")
-        L += [f"  - {_e(w)}" for w in v["legs"]]
+        L.append(f"- **{esc(labels[identity.of(k)])} · {esc(k['benchmark'])} · {esc(k['site'])} · {esc(k['hook_scope'])}**: {esc(v['claim'])}")
+        L += [f"  - {esc(w)}" for w in v["legs"]]
     return L

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tamperbench.errors import UserError
 # the statistics live apart (one job each; `make mutate` lists only the number-producing module)
-from tamperbench.owmi.analysis.probe_fit import _split, describe_layer, fit_layer  # noqa: F401
+from tamperbench.owmi.analysis.probe_fit import split_items, describe_layer, fit_layer  # noqa: F401
 
 
 BATCH = 16  # prompts per forward pass
@@ -109,7 +109,7 @@ def run_probe_anchor(backend, spec: ProbeSpec) -> dict:
     with idle_core_threads() as n_threads:
         data = collect(backend, spec)
     t_collect = time.time() - t0
-    train, test = _split(len(data["items"]), spec.test_fraction, spec.split_seed)
+    train, test = split_items(len(data["items"]), spec.test_fraction, spec.split_seed)
     layers = []
     with threadpool_limits(1):  # hundreds of small fits: threads only oversubscribe the cores
         for r in data["reads"]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _split(n_items: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def split_items(n_items: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     perm = np.random.default_rng(seed).permutation(n_items)
     n_test = max(1, int(round(n_items * test_fraction)))
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])

@@ -15,7 +15,7 @@ from typing import Any
 from tamperbench.owmi.analysis import identity
 from tamperbench.owmi.analysis.claims import claim
 from tamperbench.owmi.analysis.decay import decay_contrasts
-from tamperbench.owmi.analysis.score import (CELL_FIELDS, LADDER_FIELDS, _cells, confidence_entry, detection_entry,
+from tamperbench.owmi.analysis.score import (CELL_FIELDS, LADDER_FIELDS, group_cells, confidence_entry, detection_entry,
                                              ladder_entry, load_runs, variance_entry)
 
 
@@ -114,7 +114,7 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
 
     rows, anchors, excluded = load_runs(paths)
     cells: list[dict[str, Any]] = []
-    for key, rs in _cells(rows).items():
+    for key, rs in group_cells(rows).items():
         cell = dict(zip(CELL_FIELDS, key))
         entry: dict[str, Any] = {"cell": cell, "runs": len(rs)}
         if cell["probe_family"] in ("detection", "confidence"):
@@ -130,7 +130,7 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         c["detection"]["complete"]["bh_q"], c["detection"]["complete"]["bh_reject"] = q, rej
 
     ladders = {}
-    for key, rs in _cells([r for r in rows if r["probe_family"] == "detection"], LADDER_FIELDS).items():
+    for key, rs in group_cells([r for r in rows if r["probe_family"] == "detection"], LADDER_FIELDS).items():
         lad = ladder_entry(rs, dose_boot, seed)
         if lad is not None:
             ladders[key] = {"cell": dict(zip(LADDER_FIELDS, key)), **lad}

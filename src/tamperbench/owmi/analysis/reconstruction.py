@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from tamperbench.owmi.analysis import identity
+from tamperbench.owmi.analysis.fmt import cell_label, ci, esc, margin, num
 from tamperbench.owmi.analysis.recon_rule import PAPER, RULE, concept_key, names_concept
 
 JOINT_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "site", "operator", "dose", "track",
@@ -192,7 +193,6 @@ def _validation_line(result: dict) -> str:
 
 def reconstruction_rows(result: dict) -> list[dict]:
     """One flat row per reconstruction cell (CSV, Markdown, site), identity fields last."""
-    from tamperbench.owmi.analysis.render import _cell_label, _ci, _margin
 
     labels = identity.result_labels(result)
     how = scoring(result)
@@ -205,14 +205,14 @@ def reconstruction_rows(result: dict) -> list[dict]:
         mc, mi = r["margins"]["complete"], r["margins"]["inclusive"]
         e17 = c.get("eq17") or {}
         rnd = "random_matched" if "random_matched" in mc else "random_unit"
-        out.append({"model": c["cell"]["model"], "dtype": c["cell"]["dtype"], "cell": _cell_label(c["cell"]),
+        out.append({"model": c["cell"]["model"], "dtype": c["cell"]["dtype"], "cell": cell_label(c["cell"]),
                     "scoring": how, "pairs_vs_sham": vs["pairs"],
                     "accuracy_intervention": vs["accuracy_intervention"], "accuracy_sham": vs["accuracy_sham"],
-                    "margin_sham": vs["margin"], "margin_sham_ci": _ci(vs["margin_ci"]),
+                    "margin_sham": vs["margin"], "margin_sham_ci": ci(vs["margin_ci"]),
                     "inclusive_margin_sham": r["vs_sham"]["inclusive"]["margin"],
-                    "margin_random": _margin(mc.get(rnd)), "random_kind": rnd if rnd in mc else "",
-                    "margin_observer": _margin(mc.get("observer")),
-                    "inclusive_margin_observer": _margin(mi.get("observer")),
+                    "margin_random": margin(mc.get(rnd)), "random_kind": rnd if rnd in mc else "",
+                    "margin_observer": margin(mc.get("observer")),
+                    "inclusive_margin_observer": margin(mi.get("observer")),
                     "observer_tiers": (mc.get("observer") or {}).get("observer_tiers"),
                     "chance": r["chance"]["rate"],
                     "unscorable_pairs": ", ".join(f"{k} {v}" for k, v in sorted(r["unscorable_pairs"].items())),
@@ -224,32 +224,30 @@ def reconstruction_rows(result: dict) -> list[dict]:
 
 
 def _signed(x) -> str:
-    from tamperbench.owmi.analysis.render import _n
 
-    return _n(x) if _n(x) == "n/a" else f"{x:+.4f}"
+    return num(x) if num(x) == "n/a" else f"{x:+.4f}"
 
 
 def reconstruction_markdown(result: dict) -> list[str]:
     """The Markdown section of ``owmi score``: paper rule and ours named, one row per cell (Eq. 17
     events read yes / no, n/a where it was not formed; the CSV keeps the raw values)."""
-    from tamperbench.owmi.analysis.render import _e, _n
 
     rows = reconstruction_rows(result)
     if not rows:
         return []
     L = ["", f"## Reconstruction ({scoring(result)}; Eq. 8 margins and Eq. 17)", "",
-         f"- {_e(PAPER)}", f"- ours: {_e(RULE)}", f"- {_e(_validation_line(result))}", "- Eq. 17 (sensitivity without semantic access): detection beats "
+         f"- {esc(PAPER)}", f"- ours: {esc(RULE)}", f"- {esc(_validation_line(result))}", "- Eq. 17 (sensitivity without semantic access): detection beats "
          "sham and reconstruction does not beat the observer bound; *literal* = the paper's event on point "
          "estimates, *decision* = the intervals the claim rule reads", "",
          "| model | cell | pairs | accuracy int / sham | margin vs sham [95% CI] | margin vs random | margin vs observer "
          "(max over tiers) | inclusive: vs sham / vs observer | chance | parsed/attempted | unscorable pairs | "
          "Eq. 17 literal / decision |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        L.append(f"| {_e(r['identity'])} | {_e(r['cell'])} | {r['pairs_vs_sham']} | {_n(r['accuracy_intervention'], 3)} / "
-                 f"{_n(r['accuracy_sham'], 3)} | {_signed(r['margin_sham']) + ' ' + r['margin_sham_ci'] if r['pairs_vs_sham'] else 'n/a'} | {r['margin_random']}"
+        L.append(f"| {esc(r['identity'])} | {esc(r['cell'])} | {r['pairs_vs_sham']} | {num(r['accuracy_intervention'], 3)} / "
+                 f"{num(r['accuracy_sham'], 3)} | {_signed(r['margin_sham']) + ' ' + r['margin_sham_ci'] if r['pairs_vs_sham'] else 'n/a'} | {r['margin_random']}"
                  f"{' (' + r['random_kind'] + ')' if r['random_kind'] else ''} | {r['margin_observer']} | "
-                 f"{_signed(r['inclusive_margin_sham'])} / {r['inclusive_margin_observer']} | {_n(r['chance'], 3)} | "
-                 f"{_e(r['parse'])} | {_e(r['unscorable_pairs'] or 'none')} | {_yes_no(r['eq17_literal'])} / {_yes_no(r['eq17_decision'])} |")
+                 f"{_signed(r['inclusive_margin_sham'])} / {r['inclusive_margin_observer']} | {num(r['chance'], 3)} | "
+                 f"{esc(r['parse'])} | {esc(r['unscorable_pairs'] or 'none')} | {_yes_no(r['eq17_literal'])} / {_yes_no(r['eq17_decision'])} |")
     return L
 
 

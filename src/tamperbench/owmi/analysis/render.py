@@ -1,6 +1,6 @@
 """``owmi score`` output: Markdown (reading), CSV (one row per cell, spreadsheets), JSON (everything).
 
-Text from run records (model names, benchmark ids) is escaped as inert Markdown (``_e``): a
+Text from run records (model names, benchmark ids) is escaped as inert Markdown (``fmt.esc``): a
 pipe or newline in a name must not break the table. A model is named by its identity's label
 (``identity.labels``: name, revision, dtype, quantized), never by its name alone: one name run at
 two precisions is two models here, and two rows or claim lines under one name would be ambiguous.
@@ -10,18 +10,10 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from pathlib import Path
 
-from tamperbench.markdown import escape_markdown
 from tamperbench.owmi.analysis import identity
-
-
-def _e(x) -> str:
-    """Untrusted text (model names, labels, site names) as inert one-line Markdown: ``tamperbench.markdown``
-    escapes ``& < >`` as entities as well as ``|`` and Markdown punctuation, because owmi_score.md is
-    opened in viewers that render HTML inside Markdown (a name ``<img onerror=...>`` must not act)."""
-    return escape_markdown(x)
+from tamperbench.owmi.analysis.fmt import cell_label, ci, esc, margin, num
 
 
 def _anchor_weights(anchor: dict, who: dict) -> str:
@@ -33,25 +25,6 @@ def _anchor_weights(anchor: dict, who: dict) -> str:
         return f"{anchor.get('model')} (no weights identity recorded: attaches by name, where one identity has it)"
     ident = identity.of(anchor)
     return who.get(ident) or identity.labels([ident])[ident]
-
-
-def _n(x, nd=4) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "n/a"
-    return f"{x:.{nd}f}" if isinstance(x, float) else str(x)
-
-
-def _ci(ci, nd=4) -> str:
-    return "n/a" if not ci or any(v is None or not math.isfinite(v) for v in ci) else f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]"
-
-
-def _cell_label(c: dict) -> str:
-    return (f"{c['benchmark']} · {c['site']} · {c['operator']}@{c['dose']:g} · {c['probe_family']} · "
-            f"track {c['track']} · {c['hook_scope']}")
-
-
-def _margin(m: dict | None) -> str:
-    return "n/a" if not m else f"{m['estimate']:+.4f} {_ci(m['ci'])} (n={m['pairs']})"
 
 
 def detection_rows(result: dict) -> list[dict]:
@@ -66,14 +39,14 @@ def detection_rows(result: dict) -> list[dict]:
         comp, inc = d["complete"], d["inclusive"]
         parse = "; ".join(f"{p['condition']} {p['parsed']}/{p['attempted']}" for p in d["parse_rates"])
         mg = d["margins"]
-        out.append({"model": c["cell"]["model"], "dtype": c["cell"]["dtype"], "cell": _cell_label(c["cell"]),
+        out.append({"model": c["cell"]["model"], "dtype": c["cell"]["dtype"], "cell": cell_label(c["cell"]),
                     "pairs": comp["pairs"], "excluded": json.dumps(comp["excluded"], sort_keys=True),
-                    "dprime": comp["dprime"], "dprime_ci": _ci(comp["dprime_ci"]), "auroc": comp["auroc"],
-                    "auroc_ci": _ci(comp["auroc_ci"]), "bh_q": comp.get("bh_q"),
+                    "dprime": comp["dprime"], "dprime_ci": ci(comp["dprime_ci"]), "auroc": comp["auroc"],
+                    "auroc_ci": ci(comp["auroc_ci"]), "bh_q": comp.get("bh_q"),
                     "inclusive_pairs": inc["pairs"], "inclusive_dprime": inc["dprime"], "inclusive_auroc": inc["auroc"],
-                    "parse": parse, "margin_random": _margin(mg.get("random_matched") or mg.get("random_unit")),
+                    "parse": parse, "margin_random": margin(mg.get("random_matched") or mg.get("random_unit")),
                     "random_kind": "matched" if "random_matched" in mg else ("unit-norm" if "random_unit" in mg else ""),
-                    "margin_observer": _margin(mg.get("observer")),
+                    "margin_observer": margin(mg.get("observer")),
                     "claim_level": c.get("claim", {}).get("level"),
                     "model_revision": c["cell"].get("model_revision"), "quantized": bool(c["cell"].get("quantized")),
                     "identity": labels[identity.of(c["cell"])]})
@@ -82,83 +55,83 @@ def detection_rows(result: dict) -> list[dict]:
 
 def to_markdown(result: dict) -> str:
     who = identity.result_labels(result)
-    L = ["# OWMI score", "", f"Runs: {', '.join(_e(r) for r in result['runs'])} ({result['n_rows']} analysable rows; "
+    L = ["# OWMI score", "", f"Runs: {', '.join(esc(r) for r in result['runs'])} ({result['n_rows']} analysable rows; "
          f"{len(result['excluded_runs'])} excluded for unrecorded required fields)", ""]
     L += ["## Reportability profile (per model and cell; never collapsed into one number)", "",
           "| model | cell | d' | AUROC | margin vs random | margin vs observer |", "|---|---|---|---|---|---|"]
     for r in detection_rows(result):
-        L.append(f"| {_e(r['identity'])} | {_e(r['cell'])} | {_n(r['dprime'])} | {_n(r['auroc'])} | {r['margin_random']}"
+        L.append(f"| {esc(r['identity'])} | {esc(r['cell'])} | {num(r['dprime'])} | {num(r['auroc'])} | {r['margin_random']}"
                  f"{' (' + r['random_kind'] + ')' if r['random_kind'] else ''} | {r['margin_observer']} |")
     L += ["", "## Detection against paired sham (complete-pair primary; inclusive coding as robustness)", "",
           "| model | cell | pairs | d' [95% CI] | AUROC [95% CI] | BH q | inclusive d' / AUROC (pairs) | parsed/attempted | excluded pairs |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in detection_rows(result):
-        L.append(f"| {_e(r['identity'])} | {_e(r['cell'])} | {r['pairs']} | {_n(r['dprime'])} {r['dprime_ci']} | "
-                 f"{_n(r['auroc'])} {r['auroc_ci']} | {_n(r['bh_q'])} | {_n(r['inclusive_dprime'])} / "
-                 f"{_n(r['inclusive_auroc'])} ({r['inclusive_pairs']}) | {_e(r['parse'])} | {_e(r['excluded'])} |")
+        L.append(f"| {esc(r['identity'])} | {esc(r['cell'])} | {r['pairs']} | {num(r['dprime'])} {r['dprime_ci']} | "
+                 f"{num(r['auroc'])} {r['auroc_ci']} | {num(r['bh_q'])} | {num(r['inclusive_dprime'])} / "
+                 f"{num(r['inclusive_auroc'])} ({r['inclusive_pairs']}) | {esc(r['parse'])} | {esc(r['excluded'])} |")
     L += ["", "Pooled (labelled pools, for precision only):", ""]
     for p in result["pooled"]:
         c = p["complete"]
-        L.append(f"- {_e(p['pool'])}: {c['pairs']} pairs, d' = {_n(c['dprime'])} {_ci(c['dprime_ci'])}, "
-                 f"AUROC = {_n(c['auroc'])} {_ci(c['auroc_ci'])}; inclusive coding d' = {_n(p['inclusive']['dprime'])} "
-                 f"(shift {_n(p['shift_inclusive_minus_complete'])})")
+        L.append(f"- {esc(p['pool'])}: {c['pairs']} pairs, d' = {num(c['dprime'])} {ci(c['dprime_ci'])}, "
+                 f"AUROC = {num(c['auroc'])} {ci(c['auroc_ci'])}; inclusive coding d' = {num(p['inclusive']['dprime'])} "
+                 f"(shift {num(p['shift_inclusive_minus_complete'])})")
     note = result.get("all_models_pool")
     if note:
-        L.append(f"- all-models pools: {', '.join(_e(f) for f in note['formed']) or 'none'} ({_e(note['reason'])})")
+        L.append(f"- all-models pools: {', '.join(esc(f) for f in note['formed']) or 'none'} ({esc(note['reason'])})")
     L += ["", "## Equivalence bound (TOST inverted: tightest AUROC margin the data support)", ""]
     for p in result["pooled"]:
         eq = p["complete"].get("equivalence") or []
         if eq:
-            L.append(f"- {_e(p['pool'])}: " + "; ".join(
+            L.append(f"- {esc(p['pool'])}: " + "; ".join(
                 f"below {100 * e['bound']:.3f} pp at alpha {e['alpha']:g}" for e in eq))
     for c in result["cells"]:
         eq = (c.get("detection") or {}).get("complete", {}).get("equivalence") or []
         if eq and c["cell"]["probe_family"] == "detection":
-            L.append(f"- {_e(who[identity.of(c['cell'])])} · {_e(_cell_label(c['cell']))}: " + "; ".join(
+            L.append(f"- {esc(who[identity.of(c['cell'])])} · {esc(cell_label(c['cell']))}: " + "; ".join(
                 f"below {100 * e['bound']:.3f} pp at alpha {e['alpha']:g}" for e in eq))
     L += ["", "## Verbalised confidence (Brier, equal-mass ECE, selective-prediction AUROC)", "",
           "| model | cell | n | accuracy | Brier | ECE (10 equal-mass bins) | selective AUROC |", "|---|---|---|---|---|---|---|"]
     for c in result["cells"]:
         k = c.get("confidence")
         if k:
-            L.append(f"| {_e(who[identity.of(c['cell'])])} | {_e(_cell_label(c['cell']))} | {k['n']} | {_n(k['accuracy'], 3)} | "
-                     f"{_n(k['brier'])} | {_n(k['ece_equal_mass_10'])} | {_n(k['selective_auroc'])} |")
+            L.append(f"| {esc(who[identity.of(c['cell'])])} | {esc(cell_label(c['cell']))} | {k['n']} | {num(k['accuracy'], 3)} | "
+                     f"{num(k['brier'])} | {num(k['ece_equal_mass_10'])} | {num(k['selective_auroc'])} |")
     L += ["", "## Sensitivity anchors", ""]
     if not result["anchors"]:
         L.append("- none given (pass anchor run directories from `owmi probe` / `owmi known-positive` as RUN arguments)")
     for a in result["anchors"]:
         if a["kind"] == "probe":
-            L.append(f"- linear probe, {_e(_anchor_weights(a, who))} at {a['site']} ({a['train_items']} train / {a['test_items']} test items; "
+            L.append(f"- linear probe, {esc(_anchor_weights(a, who))} at {a['site']} ({a['train_items']} train / {a['test_items']} test items; "
                      f"rule: {a['rule']}): m_probe = {a['m_probe']:+.3f}, passes = {a['passes']}")
             for lay in a["layers"]:
-                band = _ci(lay.get("null_band"), 3)
+                band = ci(lay.get("null_band"), 3)
                 acc = (f"no held-out error in {lay['n_test']} (an absence of errors, not an accuracy estimate)"
                        if lay["errors"] == 0 else f"accuracy {lay['accuracy']:.3f} ({lay['errors']} errors in {lay['n_test']})")
                 L.append(f"  - read at layer {lay['read_layer']}: {acc}, null 95% band {band}, passes = {lay['passes']}, "
                          f"source rule (max |null| < 0.1, mis-specified) = {lay.get('source_rule_pass')}")
         else:
-            L.append(f"- known positive, {_e(_anchor_weights(a, who))} at {a['site']}: {a['n_heldout']} held-out directions "
+            L.append(f"- known positive, {esc(_anchor_weights(a, who))} at {a['site']}: {a['n_heldout']} held-out directions "
                      f"(seeds {a['heldout_seeds'][0]}..{a['heldout_seeds'][1]}, disjoint from training: "
                      f"{a['disjoint']['at_evaluation']}); hits {a['hits']}/{a['n_heldout']}, false alarms "
                      f"{a['false_alarms']}/{a['n_heldout']}; d' = {a['dprime']['estimate']:.4f}, AUROC = "
-                     f"{a['auroc']['estimate']:.4f} {_ci(a['auroc']['ci'])}; error rate {a['errors']}/{a['n_trials']}, "
+                     f"{a['auroc']['estimate']:.4f} {ci(a['auroc']['ci'])}; error rate {a['errors']}/{a['n_trials']}, "
                      f"one-sided 95% bound {a['error_rate_upper95']:.4f}; passes = {a['passes']}")
     L += ["", "## Dose-response and leakage (Eq. 10-11)", ""]
     if not result["ladders"]:
         L.append("- no dose ladder (fewer than two doses in every cell): m0 and lambda not estimable")
     for lad in result["ladders"]:
         m0 = lad.get("m0")
-        L.append(f"- {_e(who[identity.of(lad['cell'])])} {_e(lad['cell'].get('site'))}: m0 = "
-                 f"{_n(m0['estimate']) if isinstance(m0, dict) else 'n/a'} "
-                 f"{_ci(m0['ci']) if isinstance(m0, dict) else ''}; identified = {lad.get('identified')}; "
-                 f"stratified = {lad.get('stratified')}; {_e(lad.get('reason', ''))}")
+        L.append(f"- {esc(who[identity.of(lad['cell'])])} {esc(lad['cell'].get('site'))}: m0 = "
+                 f"{num(m0['estimate']) if isinstance(m0, dict) else 'n/a'} "
+                 f"{ci(m0['ci']) if isinstance(m0, dict) else ''}; identified = {lad.get('identified')}; "
+                 f"stratified = {lad.get('stratified')}; {esc(lad.get('reason', ''))}")
     L += ["", "## Variance components (crossed: domain, object, item, seed)", ""]
     for v in result["variance"].values():
         if not v.get("estimable"):
-            L.append(f"- {_e(v['label'])}: not estimable ({v['reason']}; {v['pairs']} pairs)")
+            L.append(f"- {esc(v['label'])}: not estimable ({v['reason']}; {v['pairs']} pairs)")
         else:
-            L.append(f"- {_e(v['label'])}: " + "; ".join(f"ICC_{k} = {d['estimate']:.3f} {_ci(d['ci'], 3)}" for k, d in v["icc"].items())
-                     + "; " + "; ".join(f"Delta_{k} = {d['estimate']:+.3f} {_ci(d['ci'], 3)}" for k, d in v["delta"].items()))
+            L.append(f"- {esc(v['label'])}: " + "; ".join(f"ICC_{k} = {d['estimate']:.3f} {ci(d['ci'], 3)}" for k, d in v["icc"].items())
+                     + "; " + "; ".join(f"Delta_{k} = {d['estimate']:+.3f} {ci(d['ci'], 3)}" for k, d in v["delta"].items()))
     from tamperbench.owmi.analysis.decay import decay_markdown
 
     L += decay_markdown(result)
@@ -167,17 +140,17 @@ def to_markdown(result: dict) -> str:
     L += reconstruction_markdown(result)
     L += ["", "## Claim verdicts (Appendix D.5)", ""]
     for m in result["model_claims"]:
-        L.append(f"- **{_e(m['label'])}** (model level): {_e(m['structure'])}; {_e(m['decay'])}")
+        L.append(f"- **{esc(m['label'])}** (model level): {esc(m['structure'])}; {esc(m['decay'])}")
     for c in result["cells"]:
         if "claim" in c:
             v = c["claim"]
             rho = c.get("rho")
-            L.append(f"- **{_e(who[identity.of(c['cell'])])} · {_e(_cell_label(c['cell']))}** - level {v['level']}: {v['claim']}")
+            L.append(f"- **{esc(who[identity.of(c['cell'])])} · {esc(cell_label(c['cell']))}** - level {v['level']}: {v['claim']}")
             for tag, items in (("held", v["held"]), ("failed", v["failed"]), ("not measured", v["not_measured"])):
                 for it in items:
-                    L.append(f"  - {tag}: {_e(it)}")
+                    L.append(f"  - {tag}: {esc(it)}")
             if rho:
-                L.append(f"  - extraction ratio rho = {_n(rho.get('rho'))} {_ci(rho.get('ci'))} {_e(rho.get('reason', ''))}")
+                L.append(f"  - extraction ratio rho = {num(rho.get('rho'))} {ci(rho.get('ci'))} {esc(rho.get('reason', ''))}")
     return "\n".join(L) + "\n"
 
 

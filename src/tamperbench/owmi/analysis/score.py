@@ -60,7 +60,7 @@ def load_runs(paths: Sequence[str | Path]) -> tuple[list[dict], list[dict], list
     return rows, anchors, excluded
 
 
-def _cells(rows: list[dict], fields=CELL_FIELDS) -> dict[tuple, list[dict]]:
+def group_cells(rows: list[dict], fields=CELL_FIELDS) -> dict[tuple, list[dict]]:
     out: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         out[tuple(identity.value(r, f) for f in fields)].append(r)
