@@ -8,7 +8,7 @@ PINS := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut
 STAMP := $(VENV)/.installed-$(PINS)
 DEMO_OUT ?= runs/demo
 
-.PHONY: install demo test test-fast lint browser clean-venv mutate
+.PHONY: install demo test test-fast lint browser docs clean-venv mutate
 
 install: $(STAMP)
 
@@ -33,7 +33,11 @@ lint: install
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/mypy
 
-test: install browser lint
+# The documentation site: strict, so a broken link or a command without help text fails the build.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
+
+test: install browser lint docs
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 # Optional, not CI: the fast tier (no model, no browser) on both cores with pytest-xdist (installed here on

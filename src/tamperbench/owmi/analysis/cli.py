@@ -119,7 +119,7 @@ def known_positive_cmd(
     layer: Optional[int] = typer.Option(None, "--layer", help="Intervened resid_post layer (default: mid-depth)."),
     train_seeds: Optional[str] = typer.Option(None, "--train-seeds", help="START:END direction seeds for training."),
     heldout_seeds: Optional[str] = typer.Option(None, "--heldout-seeds", help="START:END held-out direction seeds."),
-    epochs: Optional[int] = typer.Option(None, "--epochs"),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Training epochs over the training directions (default: the preset's)."),
     dose: Optional[float] = typer.Option(None, "--dose", help="Norm of the added direction."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
     boot: int = typer.Option(2000, "--boot", min=0, help="Bootstrap replicates for the intervals."),
