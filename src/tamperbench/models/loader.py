@@ -91,6 +91,14 @@ def load_hf(spec: str = "embedded", *, device: str = "auto", dtype: str | None =
         model = AutoModelForCausalLM.from_pretrained(src.load_dir, dtype=torch_dtype).to(dev).eval()
     except Exception as err:
         raise UserError(f"model '{spec}': transformers could not load {src.load_dir} ({err})") from None
+    peft_version = None
+    if src.adapter is not None:  # checked against the base by resolve(); applied through peft, merged
+        import peft
+
+        from tamperbench.models.adapter import AdapterInfo, apply
+
+        model = apply(model, AdapterInfo(src.adapter, str(src.adapter_sha256)), spec)
+        peft_version = peft.__version__
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     quant = src.quantization
@@ -121,6 +129,9 @@ def load_hf(spec: str = "embedded", *, device: str = "auto", dtype: str | None =
         shared_prefix_attention=shared_attention,
         tamperbench_version=tamperbench.__version__,
         chat_template=template.label,
+        adapter=str(src.adapter) if src.adapter is not None else None,
+        adapter_sha256=src.adapter_sha256,
+        peft_version=peft_version,
     )
     return HFBackend(model, tok, prov, device=dev, max_batch_size=choose_batch_size(model, dev, cap=batch_size),
                      chat_template=template)

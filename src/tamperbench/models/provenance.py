@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 _OMIT_IF_NONE = ("dtype", "device", "torch_version", "transformers_version", "linear_kernel",
-                 "shared_prefix_attention")
+                 "shared_prefix_attention", "adapter", "adapter_sha256", "peft_version")
 
 
 class ModelProvenance(BaseModel):
@@ -47,11 +47,24 @@ class ModelProvenance(BaseModel):
     # "cascade-tree" where prefill is also a prefix tree reading each prefix once (models/prefix_tree.py); None
     # (omitted from the id) where every row holds a copy (TAMPERBENCH_SHARED_PREFIX_ATTENTION=copy)
     shared_prefix_attention: str | None = None
+    # a peft adapter merged into the weights (``BASE+peft:DIR``, models/adapter.py): its folder, the
+    # sha256 over its config and weights, and the peft version that applied it; omitted when None
+    adapter: str | None = None
+    adapter_sha256: str | None = None
+    peft_version: str | None = None
     tamperbench_version: str
     python_version: str = platform.python_version()
     # "model" (the tokenizer's own), "none" (raw completion prompt) or "file:<sha256>:<path>";
     # left out of the id when "model" so ids of runs made before the option existed stay valid
     chat_template: str = "model"
+
+    @property
+    def weights_revision(self) -> str:
+        """What names the weights a record was computed with: the revision (else the sha256) of
+        the base, plus the adapter's sha256 where one is merged in (a retrained adapter at the same
+        folder is other weights)."""
+        base = self.revision or self.sha256
+        return f"{base}+peft:{self.adapter_sha256[:16]}" if self.adapter_sha256 else base
 
     @property
     def id(self) -> str:

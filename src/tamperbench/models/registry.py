@@ -6,7 +6,8 @@ names its backend by import string, so ``tamperbench --help`` and a run on the e
 never import vllm or openai, and a user without an extra gets one line saying which one to install.
 
 Schemes: ``embedded`` (also ``smollm2-135m-instruct``), ``dir`` (a local transformers directory),
-``gguf`` (a local .gguf file), ``hub`` (``org/name``), and prefix schemes written ``name:rest``
+``gguf`` (a local .gguf file), ``hub`` (``org/name``) -- each optionally followed by ``+peft:ADAPTER_DIR``
+(a peft adapter applied on top, ``models/adapter.py``) -- and prefix schemes written ``name:rest``
 (``openai:``, ``vllm:``). Registering a new prefix scheme is one call::
 
     register_backend("openai", "tamperbench.models.openai_compat:OpenAIBackend", extra="openai")
@@ -60,10 +61,11 @@ def registered() -> dict[str, BackendEntry]:
 
 
 def scheme_of(spec: str) -> str:
-    """The scheme a spec string belongs to (without loading anything)."""
+    """The scheme a spec string belongs to (without loading anything); ``BASE+peft:DIR`` is its base's."""
+    from tamperbench.models.adapter import MARK
     from tamperbench.models.sources import EMBEDDED_ALIASES
 
-    s = spec.strip()
+    s = spec.strip().partition(MARK)[0].strip()
     head, sep, _ = s.partition(":")
     if sep and (head in _REGISTRY or head in _RESERVED) and head not in LOCAL_SCHEMES:
         return head
@@ -99,6 +101,11 @@ def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | N
     if not isinstance(spec, str) or not spec.strip():
         raise UserError("--model: empty model spec")
     scheme = scheme_of(spec)
+    from tamperbench.models.adapter import MARK
+
+    if MARK in spec and scheme not in LOCAL_SCHEMES:
+        raise UserError(f"model '{spec}': an adapter ('{MARK}') applies to local weights only, not to a "
+                        f"'{scheme}' backend")
     if scheme in _RESERVED and scheme not in _REGISTRY:
         raise UserError(f"model '{spec}': {_RESERVED[scheme]}")
     entry = _REGISTRY.get(scheme)

@@ -6,7 +6,9 @@ Spec strings:
 * a local transformers directory (has ``config.json``);
 * a local ``.gguf`` file;
 * a hub id (``org/name``), loaded from the hub or its local cache;
-* ``openai:<base_url>#<model>`` -- a remote server (``models/openai_compat.py``): no local files.
+* ``openai:<base_url>#<model>`` -- a remote server (``models/openai_compat.py``): no local files;
+* any local spec above followed by ``+peft:ADAPTER_DIR`` -- that base with a peft adapter
+  (``models/adapter.py``), checked against the base before any weights load.
 
 GGUF files are dequantized by transformers on first load (about 30 s for the embedded
 model), so the dequantized weights are cached as safetensors under
@@ -23,7 +25,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tamperbench.errors import UserError
@@ -50,6 +52,8 @@ class ResolvedSource:
     sha256: str
     revision: str | None = None
     quantization: str | None = None
+    adapter: Path | None = None  # a peft adapter folder applied on top (``BASE+peft:DIR``, models/adapter.py)
+    adapter_sha256: str | None = None
 
 
 def embedded_gguf_path() -> Path:
@@ -71,9 +75,22 @@ def is_gguf(path: Path) -> bool:
 
 
 def resolve(spec: str, home: Path | None = None) -> ResolvedSource:
-    """Turn a spec string into a local directory transformers can load, with its hash."""
-    home = home or tamperbench_home()
+    """Turn a spec string into a local directory transformers can load, with its hash.
+
+    ``BASE+peft:ADAPTER_DIR`` resolves the base, then checks the adapter folder against it
+    (``models/adapter.py``) before any weights load."""
+    from tamperbench.models import adapter as adapters
+
     spec = spec.strip()
+    base, folder = adapters.split(spec)
+    if folder is not None:
+        src = _resolve(base, home or tamperbench_home())
+        info = adapters.check(spec, folder, src.load_dir, src.sha256)
+        return replace(src, source=spec, adapter=info.path, adapter_sha256=info.sha256)
+    return _resolve(spec, home or tamperbench_home())
+
+
+def _resolve(spec: str, home: Path) -> ResolvedSource:
     if not spec:
         raise UserError("--model: empty model spec")
     if spec.startswith("openai:"):

@@ -346,7 +346,7 @@ def _result(res: dict, d: dict) -> tuple:
 
 
 def _revision(backend) -> str:
-    return backend.provenance.revision or backend.provenance.sha256
+    return backend.provenance.weights_revision
 
 
 def _first_probe(eng, fam: str) -> str:

@@ -41,7 +41,7 @@ def weights_identity(backend) -> dict:
     weights at the same precision. Why: a probe fitted on float32 weights says nothing certain about
     a bfloat16 or dequantized-GGUF cell of the same name, and rho = margin / m_probe must not mix them."""
     prov = backend.provenance
-    return {"model_revision": prov.revision or prov.sha256, "dtype": str(prov.dtype),
+    return {"model_revision": prov.weights_revision, "dtype": str(prov.dtype),
             "quantized": bool(prov.quantization)}
 
 
