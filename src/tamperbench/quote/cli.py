@@ -11,6 +11,7 @@ from rich.console import Console
 
 from tamperbench.cli_options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
 from tamperbench.errors import UserError
+from tamperbench.fsio import atomic_write
 
 
 def _console() -> Console:
@@ -136,7 +137,7 @@ def items(
                      "document": doc.text, "prompt_plain": build_prompt(it, "plain"),
                      "prompt_strict": build_prompt(it, "strict")})
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    atomic_write(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     typer.echo(f"wrote {len(rows)} {preset} items to {out}", err=True)
 
 
@@ -166,7 +167,7 @@ def score(
         typer.echo(text, nl=False)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        atomic_write(out, text)
     typer.echo(f"scored {len(verdicts)} line(s), skipped {skipped}" + (f", verdicts in {out}" if out else ""), err=True)
     if skipped:
         raise typer.Exit(1)

@@ -25,6 +25,7 @@ from tamperbench.quote.runner import TABLE
 from tamperbench.quote.scorer import CATEGORIES
 from tamperbench.quote.taxonomy import PAPER_CLASSES, paper_class
 from tamperbench.stats.intervals import wilson  # noqa: F401  (re-exported: the one Wilson interval lives in stats)
+from tamperbench.fsio import atomic_write
 from tamperbench.store import RunStore
 
 
@@ -191,6 +192,6 @@ def to_markdown(summary: dict) -> str:
 def write_tables(summary: dict, out_dir: Path) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     j, m = out_dir / "quote_table.json", out_dir / "quote_table.md"
-    j.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-    m.write_text(to_markdown(summary))
+    atomic_write(j, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(m, to_markdown(summary))
     return j, m

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from tamperbench.errors import UserError
 from tamperbench.markdown import escape_markdown, markdown_table
+from tamperbench.fsio import atomic_write
 from tamperbench.sleight import paper_layout
 from tamperbench.sleight.metrics import RULE_TEXT
 from tamperbench.sleight.summary import fmt_estimate, judge_setup, summarize
@@ -203,8 +204,8 @@ def render_runs(stores, console: Console | None = None, layout: str = "default",
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out: {out_dir} exists and is not a directory")
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "tables.md").write_text("\n".join(md))
-    (out_dir / "tables.json").write_text(json.dumps(out, indent=2))
+    atomic_write(out_dir / "tables.md", "\n".join(md))
+    atomic_write(out_dir / "tables.json", json.dumps(out, indent=2))
     return out
 
 

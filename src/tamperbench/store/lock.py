@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 
 from tamperbench.errors import UserError
+from tamperbench.fsio import open_lock, refuse_links
 
 try:  # POSIX; on other systems runs are not locked (DuckDB still refuses a second writer)
     import fcntl
@@ -61,7 +62,7 @@ def acquire(run_dir: Path) -> str:
             return key
         path = run_dir / LOCK_FILE
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_lock(path)  # O_NOFOLLOW: a .lock that is a link is refused, its target untouched
         except OSError as err:
             raise UserError(_describe(err, run_dir)) from None
         if fcntl is not None:
@@ -101,6 +102,7 @@ def move_aside(run_dir: Path, names: tuple[str, ...]) -> Path | None:
     present = [n for n in names if (run_dir / n).exists()]
     if not present:
         return None
+    refuse_links(run_dir, (SUPERSEDED_DIR,))
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     target = run_dir / SUPERSEDED_DIR / stamp
     try:
@@ -138,9 +140,10 @@ def preflight(run_dir: Path) -> None:
     os.close(fd)
     os.unlink(name)
     lock_path = run_dir / LOCK_FILE
+    refuse_links(run_dir, (LOCK_FILE,))
     if fcntl is None or not lock_path.exists() or str(run_dir.resolve()) in _held:
         return
-    fd = os.open(lock_path, os.O_RDWR)
+    fd = os.open(lock_path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

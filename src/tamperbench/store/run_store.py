@@ -26,11 +26,14 @@ import pyarrow as pa
 from pydantic import BaseModel, Field
 
 from tamperbench.errors import UserError
+from tamperbench.fsio import atomic_write, refuse_links
 from tamperbench.store import lock as run_lock
 
 SCHEMA_VERSION = 1
 SPEC_FILE = "spec.json"
 DB_FILE = "records.duckdb"
+# the files a writer opens, moves or replaces: none may be a symbolic link (it would write elsewhere)
+WRITER_FILES = (SPEC_FILE, DB_FILE, DB_FILE + ".wal", run_lock.LOCK_FILE, run_lock.SUPERSEDED_DIR)
 
 
 def quote_ident(name: str) -> str:
@@ -156,6 +159,7 @@ class RunStore:
         one that holds a different spec, each as one line, so a bad ``--out`` costs no model load.
         """
         run_dir = Path(run_dir)
+        refuse_links(run_dir, WRITER_FILES)
         run_lock.preflight(run_dir)
         spec_path = run_dir / SPEC_FILE
         if spec_path.exists() and not new:
@@ -172,6 +176,7 @@ class RunStore:
         run_dir = Path(run_dir)
         spec_dict = json.loads(canonical_json(spec))
         spec_path = run_dir / SPEC_FILE
+        refuse_links(run_dir, WRITER_FILES)
         key = run_lock.acquire(run_dir)
         try:
             if spec_path.exists() and not new:
@@ -181,12 +186,7 @@ class RunStore:
                 if (run_dir / DB_FILE).exists():
                     _probe_unlocked(run_dir / DB_FILE)
                 run_lock.move_aside(run_dir, (SPEC_FILE, DB_FILE, DB_FILE + ".wal"))
-            tmp = spec_path.with_suffix(".json.tmp")
-            try:
-                tmp.write_text(json.dumps(spec_dict, indent=2, sort_keys=True))
-                tmp.replace(spec_path)
-            except OSError as err:
-                raise UserError(f"{spec_path}: cannot write ({err.strerror or err})") from None
+            atomic_write(spec_path, json.dumps(spec_dict, indent=2, sort_keys=True))
             return cls(run_dir, cls._connect(run_dir / DB_FILE), spec_dict, key)
         except BaseException:
             run_lock.release(key)
@@ -203,6 +203,8 @@ class RunStore:
         if not spec_path.is_file() or not (run_dir / DB_FILE).is_file():
             raise UserError(f"{run_dir}: not a tamperbench run directory (no {SPEC_FILE} / {DB_FILE})")
         spec_dict = read_spec(spec_path)
+        if not read_only:
+            refuse_links(run_dir, WRITER_FILES)
         key = None if read_only else run_lock.acquire(run_dir)
         try:
             return cls(run_dir, cls._connect(run_dir / DB_FILE, read_only=read_only), spec_dict, key)

@@ -208,13 +208,21 @@ def test_key_is_the_primary_key_and_provenance_is_stored_once(tmp_path):
 
 
 def test_spec_write_failure_is_one_line_and_releases_the_lock(tmp_path):
+    """A write that fails (here a 4-byte file size limit, a full disk in small) names spec.json."""
+    import resource
+
     run = tmp_path / "run"
     run.mkdir()
-    (run / "spec.json.tmp").mkdir()  # the temporary file cannot be written
-    with pytest.raises(UserError) as err:
-        RunStore.open(run, Spec())
-    assert str(err.value) == f"{run / 'spec.json'}: cannot write (Is a directory)"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4, hard))  # Python ignores SIGXFSZ: writes fail with EFBIG
+    try:
+        with pytest.raises(UserError) as err:
+            RunStore.open(run, Spec())
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert str(err.value) == f"{run / 'spec.json'}: cannot write (File too large)"
     assert str(run.resolve()) not in lock._held
+    assert sorted(p.name for p in run.iterdir()) == [".lock"]  # no cut-off spec.json, no temporary file
 
 
 def test_a_writer_that_cannot_open_the_database_gives_its_lock_back(tmp_path):

@@ -12,6 +12,7 @@ import csv
 import json
 from pathlib import Path
 
+from tamperbench.fsio import atomic_open, atomic_write
 from tamperbench.owmi.analysis import identity
 from tamperbench.owmi.analysis.fmt import cell_label, ci, esc, margin, num
 
@@ -156,7 +157,7 @@ def to_markdown(result: dict) -> str:
 
 def _write_csv(path: Path, rows: list[dict], empty_fields: list[str]) -> None:
     """``rows`` as CSV, header from the first row (``empty_fields`` when there is none)."""
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else empty_fields)
         w.writeheader()
         w.writerows(rows)
@@ -169,9 +170,9 @@ def save(result: dict, out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": out / "owmi_score.md", "csv": out / "owmi_detection.csv", "json": out / "owmi_score.json",
              "decay_csv": out / "owmi_decay.csv", "reconstruction_csv": out / "owmi_reconstruction.csv"}
-    paths["markdown"].write_text(to_markdown(result), encoding="utf-8")
+    atomic_write(paths["markdown"], to_markdown(result))
     _write_csv(paths["csv"], detection_rows(result), ["model", "cell", "pairs"])
     _write_csv(paths["decay_csv"], decay_rows(result), ["model", "cell", "contrast"])
     _write_csv(paths["reconstruction_csv"], reconstruction_rows(result), ["model", "cell", "scoring"])
-    paths["json"].write_text(json.dumps(result, indent=1, default=str, allow_nan=True), encoding="utf-8")
+    atomic_write(paths["json"], json.dumps(result, indent=1, default=str, allow_nan=True))
     return paths

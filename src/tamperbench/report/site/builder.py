@@ -69,6 +69,16 @@ def read_run(path: Path, index: int) -> RunInfo:
 def build_site(runs: list[Path], out: Path, title: str = "tamperbench") -> tuple[Path, list[str]]:
     """Build the site; returns (index.html, problems). Raises when no run given is usable."""
     writer = SiteWriter(out)
+    try:
+        index, problems = _build(writer, runs, title)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.commit()
+    return writer.final / index.name, problems
+
+
+def _build(writer: SiteWriter, runs: list[Path], title: str) -> tuple[Path, list[str]]:
     infos, problems = [], []
     for i, path in enumerate(runs):
         try:
@@ -97,5 +107,5 @@ def build_site(runs: list[Path], out: Path, title: str = "tamperbench") -> tuple
                       provenance_json=[json.dumps(p, indent=2, sort_keys=True) for p in info.provenance])
     index = writer.render("index.html.j2", "index.html", title=title, sections=sections, runs=infos,
                           problems=problems)
-    (Path(out) / "problems.txt").write_text("\n".join(problems) + ("\n" if problems else ""), encoding="utf-8")
+    writer.write_text("problems.txt", "\n".join(problems) + ("\n" if problems else ""))
     return index, problems

@@ -1,0 +1,143 @@
+"""Issue 29, table-driven like test_hostile_inputs.py (issue 15), whose helpers and checks it reuses:
+each case prepares its inputs under ``tmp/inputs``, runs ``tamperbench ...`` in-process with
+``tmp/cwd`` as the working directory, and checks the exit status, the one ``error:`` line naming the
+culprit, no traceback, and no file appearing outside the declared output paths. ``check`` adds the
+case's own proof (a link's target unchanged, a duplicate run counted once, ...).
+
+Runs are synthetic (sleight/synthetic.py, and a three-trial quote run below) written through the real
+store; no model is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_hostile_inputs import _synthetic_run_templates, Case, assert_allowed, listing, run_dir  # noqa: F401 (fixture)
+
+from tamperbench.quote.runner import QuoteRunSpec, QuoteTrial
+from tamperbench.sleight.synthetic import synthetic_provenance
+from tamperbench.store import RunStore, trial_key
+
+TARGET = b"precious bytes outside the run\n"
+
+
+def quote_run(inputs: Path, name: str = "qrun", n: int = 3) -> Path:
+    path = inputs / name
+    with RunStore.open(path, QuoteRunSpec(model="synthetic-quote-model"), new=True) as store:
+        store.ensure_table("quote_trials", QuoteTrial)
+        pid = store.put_provenance(synthetic_provenance("synthetic-quote-model"))
+        store.write("quote_trials", [QuoteTrial(
+            key=trial_key({"i": i}), provenance_id=pid, model="synthetic-quote-model", preset="standard",
+            item_id=f"item{i}", doc_id="memo", arm="plain" if i % 2 == 0 else "strict", repeat=0, dirty=False,
+            gold="The gold sentence.", instruction="Quote it.", prompt_text="p", n_prompt_tokens=3,
+            response=["The gold sentence.", "=HYPERLINK(\"x\")", "+1 +cmd|' /C calc'!A0"][i % 3], n_new_tokens=5,
+            finish_reason="eos", temperature=0.0, seed=0, sample_index=i, max_new_tokens=64, batch_size=1,
+            answer="a", category=["faithful", "rewritten", "truncated"][i % 3], evidence={}) for i in range(n)])
+    return path
+
+
+def _target(inputs: Path) -> Path:
+    t = inputs.parent / "outside" / "target.txt"
+    t.parent.mkdir(exist_ok=True)
+    t.write_bytes(TARGET)
+    return t
+
+
+def _linked(run: Path, name: str) -> Path:
+    """``run/name`` made a symbolic link to a file outside the run."""
+    target = _target(run.parent)
+    if (run / name).exists():
+        (run / name).unlink()
+    (run / name).symlink_to(target)
+    return run
+
+
+def _target_intact(tmp: Path, proc) -> None:
+    assert (tmp / "outside" / "target.txt").read_bytes() == TARGET
+
+
+CASES = [
+    # 29.1 a hostile run directory: links in it are refused in one line, their targets untouched
+    Case("quote-table-json-is-a-link", lambda i: (["quote", "table", _linked(quote_run(i), "quote_table.json")], []),
+         needles=("quote_table.json", "symbolic link"), check=_target_intact),
+    Case("sleight-table-md-is-a-link", lambda i: (["sleight", "table", _linked(run_dir(i), "tables.md")], []),
+         needles=("tables.md", "symbolic link"), check=_target_intact),
+    Case("quote-run-lock-is-a-link", lambda i: (["quote", "run", "--out", _linked(quote_run(i), ".lock"),
+                                                 "--device", "cpu"], []),
+         needles=(".lock", "symbolic link"), check=_target_intact),
+    Case("sleight-run-spec-is-a-link", lambda i: (["sleight", "run", "--out", _linked(run_dir(i), "spec.json"),
+                                                   "--questions", "1", "--words", "1", "--device", "cpu"], []),
+         needles=("spec.json", "symbolic link"), check=_target_intact),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile_input_round2(case: Case, tmp_path: Path, tb_inprocess):
+    (tmp_path / "inputs").mkdir()
+    (tmp_path / "cwd").mkdir()
+    argv, outs = case.prepare(tmp_path / "inputs")
+    before = listing(tmp_path)
+    proc = tb_inprocess(*argv, cwd=tmp_path / "cwd")
+    assert proc.returncode == case.status, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    if case.status == 2:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+        for needle in case.needles:
+            assert needle in lines[0], lines[0]
+    assert_allowed(tmp_path, before, outs)
+    if case.check is not None:
+        case.check(tmp_path, proc)
+
+
+def test_lock_link_is_refused_by_the_store_and_its_target_kept(tmp_path):
+    """The store itself (every suite's writer) refuses a ``.lock`` link: it used to truncate the target."""
+    from tamperbench.errors import UserError
+
+    (tmp_path / "in").mkdir()
+    run = _linked(quote_run(tmp_path / "in"), ".lock")
+    with pytest.raises(UserError, match="symbolic link"):
+        RunStore.open(run, QuoteRunSpec(model="synthetic-quote-model"))
+    assert (tmp_path / "outside" / "target.txt").read_bytes() == TARGET
+
+
+def test_report_rebuild_drops_pages_of_runs_no_longer_in_it(tmp_path, tb_inprocess):
+    a, b = run_dir(tmp_path, "a", seed=1, model="alpha-model"), run_dir(tmp_path, "b", seed=2, model="beta-model")
+    assert tb_inprocess("report", a, b, "--out", tmp_path / "rep").returncode == 0
+    two = {p.name for p in (tmp_path / "rep").rglob("*.html")}
+    assert tb_inprocess("report", a, "--out", tmp_path / "rep").returncode == 0
+    one = {p.name for p in (tmp_path / "rep").rglob("*.html")}
+    assert one < two and not any("beta" in (p.read_text()) for p in (tmp_path / "rep").rglob("*.html"))
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".rep")] == []  # no temporary folder left
+
+
+def test_report_never_replaces_a_folder_that_is_not_a_site(tmp_path, tb_inprocess):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("mine")
+    proc = tb_inprocess("report", run_dir(tmp_path), "--out", tmp_path / "mine")
+    assert proc.returncode == 2 and "not a tamperbench report folder" in proc.stderr
+    assert (tmp_path / "mine" / "thesis.tex").read_text() == "mine"
+
+
+def test_full_disk_names_the_file_and_keeps_the_old_one(tmp_path):
+    """RLIMIT_FSIZE in a real subprocess stands for a full disk: writes past 2 KiB fail with EFBIG."""
+    run = quote_run(tmp_path)
+    (run / "quote_table.json").write_text("OLD\n")
+
+    def small_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env.pop("TAMPERBENCH_DEBUG", None)
+    proc = subprocess.run([sys.executable, "-m", "tamperbench.cli", "quote", "table", str(run)], capture_output=True,
+                          text=True, env=env, preexec_fn=small_disk, timeout=300)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "quote_table.json" in lines[0] and "File too large" in lines[0], lines[0]
+    assert (run / "quote_table.json").read_text() == "OLD\n"
+    assert sorted(p.name for p in run.iterdir() if p.name.endswith(".tmp")) == []
