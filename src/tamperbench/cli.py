@@ -80,13 +80,22 @@ def models(
 @app.command()
 def export(
     run: Annotated[Path, typer.Argument(help="Run directory.")],
-    fmt: Annotated[str, typer.Option("--format", help="parquet, csv or jsonl.")] = "parquet",
-    out: Annotated[Path, typer.Option("--out", help="Output file (one per table, suffixed, if several).")] = Path("export.parquet"),
+    fmt: Annotated[str, typer.Option("--format", help="parquet, csv, jsonl, or hf (a Hugging Face dataset folder).")] = "parquet",
+    out: Annotated[Path, typer.Option("--out", help="Output file (one per table, suffixed, if several); a new folder for hf.")] = Path("export.parquet"),
     table: Annotated[Optional[str], typer.Option("--table", help="Export only this table.")] = None,
 ) -> None:
     """Export a run's records, with provenance joined in."""
     from tamperbench.export import export_run
 
+    if fmt == "hf":
+        if table is not None:
+            raise UserError("--table: not used with --format hf (every record table becomes one config)")
+        from tamperbench.export_hf import export_hf
+
+        for name, path, n in export_hf(run, out):
+            console.print(f"{name}: {n} rows -> {path}")
+        console.print(f"dataset card: {out / 'README.md'}; load with datasets.load_dataset({str(out)!r}, CONFIG)")
+        return
     for name, path, n in export_run(run, fmt, out, table):
         console.print(f"{name}: {n} rows -> {path}")
 
