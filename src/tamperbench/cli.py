@@ -139,6 +139,8 @@ def run_spec(
     executor: ExecutorOpt = "inprocess",
     address: AddressOpt = None,
     workers: WorkersOpt = 2,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the suite's plan (work, tokens, an ETA); "
+                                                            "decode and store nothing.")] = False,
 ) -> None:
     """Run (or resume) a suite from a spec file; its "suite" field says which."""
     from tamperbench.runs.ray_executor import executor_from_options
@@ -149,6 +151,14 @@ def run_spec(
     raw = read_spec_json(spec_file)  # a missing file or bad JSON: one line
     suite = runnable_suite(raw.get("suite"), f"{spec_file}: field 'suite'")
     spec = load_spec_file(spec_file, suite.spec_model())  # validated before any run directory exists
+    if dry_run:  # the suite's registered plan (suites.py); a suite without one says so in one line
+        from tamperbench.errors import UserError
+        from tamperbench.estimate import dry_run_spec
+
+        if suite.plan is None:
+            raise UserError(f"suite {suite.name!r} registers no plan: --dry-run is not available for it")
+        dry_run_spec(suite, spec, out, echo=console.print)
+        return
     if ex is None:
         suite.run(spec, out, new=new)
     else:

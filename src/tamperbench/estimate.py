@@ -15,6 +15,12 @@ The cost model, kept deliberately small so it can be read and checked:
 ``calibrate`` measures the three numbers in a few forward passes on this machine with the loaded
 model (``--dry-run`` prints them). Token counts are upper bounds: every answer is assumed to run
 to its budget (EOS ends many earlier), so the ETA is an upper bound too and says so.
+
+Only the generic parts live here. What a run will decode is the suite's own business: each suite
+registers a ``plan`` (``plan(spec, out, backend) -> Plan``) and a ``row_tokens`` model (tokens per
+work unit) in :mod:`tamperbench.suites`, in its own package (``sleight/plan.py``, ``quote/plan.py``,
+``owmi/plan.py``); :func:`dry_run_spec` and the progress bars (:mod:`tamperbench.progress`) reach
+them through the registry, so this module imports no suite.
 """
 
 from __future__ import annotations
@@ -24,9 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Calibration", "EtaTracker", "Plan", "calibrate", "dry_run", "format_seconds", "owmi_pending",
-           "owmi_plan", "owmi_row_tokens", "owmi_unit_row_tokens", "print_plan", "quote_plan", "quote_row_tokens",
-           "sleight_plan", "sleight_row_tokens"]
+__all__ = ["Calibration", "EtaTracker", "NoStore", "Plan", "calibrate", "dry_run", "dry_run_spec", "format_seconds",
+           "open_read_only", "print_plan", "spec_backend"]
 
 
 @dataclass(frozen=True)
@@ -167,7 +172,7 @@ class EtaTracker:
         return f"{tokens_done:,}/{self.row_tokens:,}"
 
 
-class _NoStore:
+class NoStore:
     """Stands in for a run directory that does not exist yet: nothing stored."""
 
     def keys(self, table: str) -> set[str]:
@@ -183,7 +188,7 @@ class _NoStore:
         pass
 
 
-def _open_read_only(out):
+def open_read_only(out):
     """The run directory's store, read-only, or an empty stand-in; a dry run never creates it."""
     from pathlib import Path
 
@@ -193,102 +198,7 @@ def _open_read_only(out):
     out = Path(out)
     if (out / SPEC_FILE).is_file() and (out / DB_FILE).is_file():
         return RunStore.open_existing(out, read_only=True)
-    return _NoStore()
-
-
-def sleight_row_tokens(units, budget: int) -> int:
-    """Upper bound on the swap engine's row-tokens for pending question units: each question's
-    prefix row (the clean answer) and each pending trial run to the budget. The runner's progress
-    bar counts down from the same number."""
-    return sum(budget * (len(u.payload.substitutions) + 1) for u in units)
-
-
-def quote_row_tokens(units, budget: int) -> int:
-    """Upper bound on the decoder's row-tokens for pending Exact Words trials: every answer to its
-    budget. ``quote_plan`` and the runner's progress bar both count with this."""
-    return len(units) * budget
-
-
-def sleight_plan(spec, out, backend) -> Plan:
-    """Pending Sleight of Word work of ``spec`` against run directory ``out`` (nothing written).
-
-    Row-tokens: per pending question its prefix row (the clean answer) to the budget, plus every
-    pending trial to the budget; matched-branch rows of later swaps (``window`` tokens each) are
-    not counted. Prefill: one prompt per pending question (trials fork from it)."""
-    from tamperbench.sleight.runner import plan as sleight_pending
-
-    store = _open_read_only(out)
-    try:
-        units, total, skipped = sleight_pending(spec, store, backend.provenance_id)
-    finally:
-        store.close()
-    msgs = {qid: [{"role": "user", "content": q}] for qid, q in spec.questions}
-    n_trials = sum(len(u.payload.substitutions) for u in units)
-    row_tokens = sleight_row_tokens(units, spec.max_new_tokens)
-    prefill = sum(len(backend.chat_ids(msgs[u.payload.question_id])) for u in units)
-    batch = _sleight_slots(spec, units, msgs, backend)
-    notes = [f"{len(spec.questions)} questions x {len(spec.substitutions)} substitutions x "
-             f"{spec.max_new_tokens} tokens; {len(units)} questions pending",
-             f"matched-branch rows ({spec.window} tokens at each later swap) are not counted"]
-    context = prefill // max(len(units), 1) + spec.max_new_tokens // 2
-    return Plan("sleight", n_trials, skipped, row_tokens, prefill, batch, notes=notes, context=context)
-
-
-def _sleight_slots(spec, units, msgs, backend) -> int:
-    """The rows the swap engine will decode at once: its own ``choose_slots`` over the pending
-    questions (memory for the longest prompt + budget, the rows they fill, the device ceiling or
-    ``--batch-size``); the spec's or load-time batch where there is no local model to size."""
-    from tamperbench.models.protocols import StepBackend
-
-    if not units or not isinstance(backend, StepBackend):  # the black-box engine: no slots to size
-        return int(spec.batch_size or backend.max_batch_size)
-    from tamperbench.sleight.engine import QuestionTask, choose_slots
-
-    tasks = [QuestionTask(question_id=u.payload.question_id, prompt_ids=backend.chat_ids(msgs[u.payload.question_id]),
-                          substitutions=list(u.payload.substitutions), need_clean=u.payload.need_clean) for u in units]
-    return choose_slots(backend, tasks, max_new_tokens=spec.max_new_tokens, window=spec.window,
-                        batch_size=spec.batch_size).rows
-
-
-def quote_plan(spec, out, backend) -> Plan:
-    """Pending Exact Words trials of ``spec`` against ``out``; prefill counts each shared prefix
-    once per generation call, as ``generate_chat`` does (models/prefix_share.py). Under cascade
-    attention ``generate_chat`` prefills a prefix tree (models/prefix_tree.py: the groups' common
-    start once, each branch its members repeat once), so the plan counts the tree's tokens there
-    and the one-level groups' elsewhere (the copy path, sliding-window models, remote backends)."""
-    from tamperbench.models.decoding.cascade import cascade_mode
-    from tamperbench.models.prefix_share import plan_groups, prefill_cost
-    from tamperbench.models.prefix_tree import tree_prefill_tokens
-    from tamperbench.quote.runner import build_trials, call_size, data_sha256, generation_calls
-    from tamperbench.quote.runner import plan as quote_pending
-
-    spec = spec.model_copy(update={"data_sha256": data_sha256()})  # as run_quote does: keys depend on it
-    store = _open_read_only(out)
-    try:
-        units = quote_pending(spec, store)
-        total = len(build_trials(spec))
-    finally:
-        store.close()
-    # the runner's own calls (quote/runner.py work): per repeat, cut by call_size/generation_calls
-    bs, keep_documents, by_memory = call_size(backend, spec.batch_size)
-    trials = [u.payload for u in units]
-    calls = [call for repeat in sorted({t.repeat for t in trials})
-             for call in generation_calls([t for t in trials if t.repeat == repeat], bs, keep_documents=keep_documents)]
-    ids = {t.key: backend.chat_ids([{"role": "user", "content": t.prompt}]) for t in trials}
-    model = getattr(backend, "model", None)
-    cost = tree_prefill_tokens if model is not None and cascade_mode(model)[0] is not None else prefill_cost
-    prefill = 0
-    for call in calls:
-        prompts = [ids[t.key] for t in call]
-        prefill += cost(plan_groups(prompts), prompts)
-    # rows decoded at once: a call's trials when memory decides (as far as it allows), else the cap
-    batch = max(map(len, calls), default=1) if by_memory else min(bs, max(map(len, calls), default=1))
-    notes = [f"prompt tokens without prefix reuse: {sum(map(len, ids.values())):,}",
-             f"{len(calls)} generation call(s) of up to {bs} trials"
-             + ("; each call's rows decoded at once as far as memory allows" if by_memory else "")]
-    context = sum(map(len, ids.values())) // max(len(ids), 1) + spec.max_new_tokens // 2
-    return Plan("quote", len(units), total - len(units), quote_row_tokens(units, spec.max_new_tokens), prefill, batch,
-                notes=notes, context=context)
+    return NoStore()
 
 
 def dry_run(plan: Plan, backend, echo: Callable[[str], None] = print, *, calibration: bool = True) -> Plan:
@@ -301,84 +211,26 @@ def dry_run(plan: Plan, backend, echo: Callable[[str], None] = print, *, calibra
     return plan
 
 
-def owmi_unit_row_tokens(spec, pending: list[dict]) -> int:
-    """Upper bound on the decoder's row-tokens for one (model, cell, item, seed) unit's pending
-    records (their design fields, as ``owmi.runner.planned_keys`` gives them): each record's probe
-    answer to its budget (Track C's reflection budget), plus the task answer under every model
-    condition once per context frame those records run in (the runner prepares a unit once per
-    frame, ``OwmiSpec.frames``). ``owmi_plan`` and the runner's progress bar count with this one
-    function, so the bar counts down from the dry run's number."""
-    from tamperbench.owmi.engine import MODEL_CONDITIONS
+def spec_backend(spec):
+    """The backend a dry run calibrates on: the spec's ``model`` (or first of its ``models``), with
+    its device, dtype, batch size and chat template where the spec has them; None when the spec
+    names no model (the plan is printed without an ETA)."""
+    models = getattr(spec, "models", None)
+    model = models[0] if models else getattr(spec, "model", None)
+    if not model:
+        return None
+    from tamperbench.models import load_backend
 
-    if not pending:
-        return 0
-    frames = {spec.frame(d["track"]) for d in pending}
-    task = len(frames) * sum(c in MODEL_CONDITIONS for c in spec.conditions) * spec.task_max_new_tokens
-    return task + sum(spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens
-                      for d in pending)
+    kwargs = {k: getattr(spec, k) for k in ("device", "dtype", "batch_size", "chat_template") if getattr(spec, k, None)}
+    return load_backend(model, **kwargs)
 
 
-def owmi_pending(spec, items: dict, have: set, models: list[str] | None = None):
-    """(item, pending design fields, stored record count) of every unit, in the runner's plan order
-    (owmi/runner.py), keyed with the runner's own ``planned_keys``: "stored" is what a resume skips."""
-    from tamperbench.owmi.runner import _coords, planned_keys
-
-    units = [(model, b, obj, op, it, seed) for model in (spec.models if models is None else models)
-             for b in spec.benchmarks for obj in spec.objects for op in spec.operators for it in items[b]
-             for seed in spec.seeds]
-    for model, b, obj, op, it, seed in units:
-        keys = planned_keys(spec, _coords(spec, model, b, obj, op, it, seed), spec.observer_models)
-        pending = [d for k, _, d in keys if k not in have]
-        yield it, pending, len(keys) - len(pending)
+def dry_run_spec(suite, spec, out, echo: Callable[[str], None] = print, *, backend=None) -> Plan:
+    """``--dry-run`` for any registered suite (a :class:`tamperbench.suites.Suite`): its ``plan``
+    part counts the pending work of ``spec`` against run directory ``out`` (nothing created), then
+    :func:`dry_run` calibrates and prints it."""
+    backend = backend if backend is not None else spec_backend(spec)
+    plan = suite.part("plan")(spec, out, backend)
+    return dry_run(plan, backend, echo, calibration=backend is not None)
 
 
-def owmi_row_tokens(spec, model: str, items: dict, have: set) -> int:
-    """The decode bound of ``model``'s pending records against the stored keys ``have``: the total
-    the runner's progress bar for that model counts down from (its part of ``owmi_plan``'s)."""
-    return sum(owmi_unit_row_tokens(spec, pending) for _, pending, _ in owmi_pending(spec, items, have, [model]))
-
-
-def owmi_plan(spec, out, backend) -> Plan:
-    """Pending OWMI records of ``spec`` against run directory ``out`` (nothing written).
-
-    A unit is one record (the store's key: model, cell, item, seed, track, probe family, scope,
-    condition, observer tier), counted with the runner's own ``planned_keys``, so "already stored"
-    is exactly what a resume skips. Row-tokens, an upper bound (``owmi_unit_row_tokens``): each
-    pending record's probe answer to its budget, plus each pending unit's task answer under every
-    model condition, per context frame. Prefill, without the runner's prefix sharing (an upper
-    bound too): each pending record's item prompt and probe text. Impact-matching forwards and
-    the teacher-forced effects are not counted (see the notes); the ETA is calibrated on the first
-    model of the spec."""
-    from tamperbench.owmi.probes import probe_text
-    from tamperbench.owmi.records import RUNS_TABLE
-    from tamperbench.owmi.runner import load_items
-
-    items = {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
-    store = _open_read_only(out)
-    try:
-        have = store.keys(RUNS_TABLE) if store.has_table(RUNS_TABLE) else set()
-    finally:
-        store.close()
-    n_layers = int(backend.model.config.num_hidden_layers)
-    probe_ids: dict[tuple[str, str], int] = {}
-    todo = stored = row_tokens = prefill = 0
-    for it, pending, n_stored in owmi_pending(spec, items, have):
-        stored += n_stored
-        todo += len(pending)
-        row_tokens += owmi_unit_row_tokens(spec, pending)
-        for d in pending:
-            key = (it.id, d["probe"])
-            if key not in probe_ids:
-                text = probe_text(d["probe"], person="first", n_layers=n_layers)
-                probe_ids[key] = len(backend.chat_ids([{"role": "user", "content": f"{it.prompt_text()}\n\n{text}"}]))
-            prefill += probe_ids[key]
-    notes = [f"{len(spec.models)} model(s) x {len(spec.objects)} object(s) x {len(spec.operators)} operator(s) x "
-             f"{sum(map(len, items.values()))} item(s) x {len(spec.seeds)} seed(s); one record per track, probe "
-             f"family, scope, condition and observer tier",
-             "prefill counts each record's item prompt and probe without prefix sharing (an upper bound); "
-             "impact-matching bisections and teacher-forced effects are not counted",
-             f"ETA calibrated on {spec.models[0]} only" if len(spec.models) > 1 else "",
-             "the tier-3 classifier's observer rows (observer_classifier) are fitted after the run, not counted"
-             if spec.observer_classifier else ""]
-    return Plan("owmi", todo, stored, row_tokens, prefill, int(backend.max_batch_size), unit_name="records",
-                notes=[n for n in notes if n])

@@ -1,5 +1,10 @@
-"""The one progress-bar builder (suites, runners, batched generation), so all bars look alike and all can be
-switched off the same way. Top level, not under a suite or ``runs/``: ``models/`` uses it too."""
+"""The one progress-bar builder (suites, runners), so all bars look alike and all can be switched off the same
+way. Top level, not under a suite: every suite's runner and ``runs/`` use it. ``models/`` does not (the model
+layer reports progress through a callback, ``models.protocols.GenerationProgress``); a runner that wants a
+bar for a generation call subscribes one.
+
+:func:`countdown` finds a suite's row-token model through the registry (:mod:`tamperbench.suites`), so a
+bar counts down from the same bound as that suite's ``--dry-run`` without this module knowing the suite."""
 
 from __future__ import annotations
 
@@ -68,3 +73,11 @@ class BarEta:
 
     def add(self, tokens: int) -> None:
         self.update(self.tokens + tokens)
+
+
+def countdown(suite: str, spec, units) -> BarEta:
+    """A :class:`BarEta` counting down from the decode bound of ``units`` (pending work units of
+    ``spec``) under suite ``suite``'s registered row-token model: the number its dry run prints."""
+    from tamperbench.suites import get_suite
+
+    return BarEta(get_suite(suite).row_tokens_for(spec, units))

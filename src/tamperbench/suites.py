@@ -22,6 +22,13 @@ The parts a suite provides (each optional except ``cli``):
 - ``tables``: ``render(run_dir, console) -> None``, prints (and saves) the run's tables;
 - ``report``: ``build_section(runs, writer) -> Section``, the suite's part of the static report site
   (:mod:`tamperbench.report.site`): leaderboard tables, figures and viewer pages;
+- ``plan``: ``plan(spec, out, backend) -> estimate.Plan``, the run's pending work against run dir
+  ``out`` (nothing created): what it will decode and prefill, what is stored already. ``--dry-run``
+  (:func:`tamperbench.estimate.dry_run_spec`) calibrates on ``backend`` and prints it with an ETA;
+- ``row_tokens``: ``row_tokens(spec, unit) -> int``, the row-token model: an upper bound on the
+  tokens the decoder emits for one pending work unit (the suite's own unit: a question, a trial,
+  a cell's item). The plan and the progress bars (:func:`tamperbench.progress.countdown`) count
+  with it, so the bar counts down from the dry run's number;
 - ``needs``: backend capability names (``ChatBackend``, ``ScoringBackend``, ``StepBackend``,
   ``HookBackend`` of :mod:`tamperbench.models.protocols`) the runner relies on.
 """
@@ -74,10 +81,13 @@ class Suite:
     runner: str | None = None
     tables: str | None = None
     report: str | None = None
+    plan: str | None = None
+    row_tokens: str | None = None
     needs: tuple[str, ...] = ()
 
     def part(self, which: str) -> Any:
-        """Import one part (``"cli"``, ``"spec"``, ``"runner"``, ``"tables"``, ``"report"``)."""
+        """Import one part (``"cli"``, ``"spec"``, ``"runner"``, ``"tables"``, ``"report"``, ``"plan"``,
+        ``"row_tokens"``)."""
         ref = getattr(self, which)
         if ref is None:
             raise UserError(f"suite {self.name!r} has no {which}")
@@ -95,6 +105,14 @@ class Suite:
         runner: Callable[..., Any] = self.part("runner")
         return runner(spec, out, new=new)
 
+    def row_tokens_for(self, spec: Any, units: Any) -> int:
+        """The decode bound of pending work ``units``: the sum of the registered row-token model over them
+        (0 when the suite registers none)."""
+        if self.row_tokens is None:
+            return 0
+        per_unit: Callable[[Any, Any], int] = self.part("row_tokens")
+        return sum(int(per_unit(spec, u)) for u in units)
+
     def check_backend(self, backend: Any) -> None:
         """One-line error when ``backend`` lacks a capability this suite needs (names the capability
         and what to use instead; see :func:`tamperbench.models.protocols.require`)."""
@@ -110,6 +128,7 @@ BUILTIN: tuple[Suite, ...] = (
     Suite(name="owmi", help="OWMI: intervene on internal objects; can the model report it beyond controls?",
           cli="tamperbench.owmi.cli:app", spec="tamperbench.owmi.spec:OwmiSpec", runner="tamperbench.owmi.runner:run",
           tables="tamperbench.owmi.summary:render", report="tamperbench.owmi.site:build_section",
+          plan="tamperbench.owmi.plan:run_plan", row_tokens="tamperbench.owmi.plan:unit_row_tokens",
           needs=("HookBackend", "ScoringBackend")),
     Suite(
         name="sleight",
@@ -119,6 +138,8 @@ BUILTIN: tuple[Suite, ...] = (
         runner="tamperbench.sleight.runner:run",
         tables="tamperbench.sleight.cli:render_run",
         report="tamperbench.sleight.site:build_section",
+        plan="tamperbench.sleight.plan:run_plan",
+        row_tokens="tamperbench.sleight.plan:unit_row_tokens",
         needs=("ChatBackend",),  # step decoding when the backend offers it, else the black-box engine
     ),
     Suite(
@@ -135,6 +156,8 @@ BUILTIN: tuple[Suite, ...] = (
         runner="tamperbench.quote.runner:run",
         tables="tamperbench.quote.cli:render_run",
         report="tamperbench.quote.site:build_section",
+        plan="tamperbench.quote.plan:run_plan",
+        row_tokens="tamperbench.quote.plan:unit_row_tokens",
         needs=("ChatBackend",),
     ),
 )

@@ -7,13 +7,12 @@ the batch size or on its neighbours in the batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
-from rich.progress import Progress
 
-from tamperbench.progress import progress_bar
+from tamperbench.models.protocols import GenerationProgress, ProgressListener
 
 
 @contextmanager
@@ -31,16 +30,6 @@ def rows_from_memory(backend) -> Iterator[None]:
 
 
 @contextmanager
-def decode_listener(backend, listen: Callable[[int, float], None]) -> Iterator[None]:
-    """Inside the block, a generation call reports (tokens decoded so far in the call, seconds since
-    it began) after every decoding step. Why: the quote runner's bar counts its ETA down from the
-    dry run's token count (estimate.EtaTracker); one call decodes a whole preset, so per-call
-    updates would leave the bar without an ETA until the run is over."""
-    with _backend_attr(backend, "_decode_listener", listen):
-        yield
-
-
-@contextmanager
 def _backend_attr(backend, name: str, value) -> Iterator[None]:
     """``backend.<name> = value`` inside the block (``run_generation`` reads it), restored after."""
     prev = getattr(backend, name, None)
@@ -49,10 +38,6 @@ def _backend_attr(backend, name: str, value) -> Iterator[None]:
         yield
     finally:
         setattr(backend, name, prev)
-
-
-def _progress(enabled: bool) -> Progress:
-    return progress_bar("generating", "{task.fields[rate]}", disable=not enabled)
 
 
 def _sample(logp: torch.Tensor, temperature: float, gens: list[torch.Generator]) -> list[int]:
@@ -71,10 +56,12 @@ def _cut_stop(text: str, stops: Sequence[str]) -> int | None:
 
 
 def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int,
-                   stops: list[str], progress: bool, share_prefix: bool = True,
+                   stops: list[str], progress: ProgressListener | None = None, share_prefix: bool = True,
                    prefix_store=None) -> list[tuple[list[int], str, str]]:
     """Returns (new token ids, text, finish_reason) per prompt, in prompt order.
 
+    ``progress``: called with a :class:`GenerationProgress` after every decoding step (the caller draws
+    any bar; this layer knows nothing of the terminal).
     ``share_prefix``: prefill each shared prompt prefix once (models/prefix_share.py). Where the
     time went (prefill vs decode tokens and seconds) is left in ``backend.generation_stats``.
     ``prefix_store``: a ``prefix_share.PrefixStore`` whose rows later calls may start from (filled
@@ -103,54 +90,51 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
     gens: dict[int, torch.Generator] = {}
     results: list[tuple[list[int], str, str] | None] = [None] * len(prompts)
     longest_stop = max((len(s) for s in stops), default=0)
-    n_tokens = 0
-    listen = getattr(backend, "_decode_listener", None)  # see decode_listener
+    n_tokens = n_done = 0
+    listen = progress if callable(progress) else None  # a caller's ``progress=False`` means no listener
     import time
 
     t0 = time.perf_counter()
-    with _progress(progress) as bar:
-        task = bar.add_task("", total=len(prompts), rate="")
-        while queue.pending or row_of:
-            if queue.pending and dec.free_slots:
-                for rid, i in queue.admit(dec.free_slots):
-                    row_of[rid] = i
-                    if temperature > 0:
-                        gens[rid] = torch.Generator().manual_seed(seed * 1_000_003 + i)
-            force = None
-            if temperature > 0:
-                rids = list(row_of)
-                force = dict(zip(rids, _sample(dec.pending_logprobs(rids), temperature, [gens[r] for r in rids])))
-            finished = []
-            for res in dec.step(force):
-                n_tokens += 1
-                ids = dec.generated(res.row)
-                reason = None
-                if res.is_eos:
-                    reason = "eos"
-                elif stops:
-                    tail = backend.decode(ids[-(longest_stop + 8):])
-                    if _cut_stop(tail, stops) is not None:
-                        reason = "stop"
-                if reason is None and len(ids) >= max_new_tokens:
-                    reason = "length"
-                if reason:
-                    finished.append((res.row, ids, reason))
-            for rid, ids, reason in finished:
-                i = row_of.pop(rid)
-                gens.pop(rid, None)
-                body = ids[:-1] if reason == "eos" else ids
-                text = backend.decode(body)
-                if stops:
-                    cut = _cut_stop(text, stops)
-                    if cut is not None:
-                        text, reason = text[:cut], "stop"
-                results[i] = (list(ids), text, reason)
-                bar.advance(task)
-            queue.remember([r for r, _, _ in finished])
-            dec.release([r for r, _, _ in finished])
-            bar.update(task, rate=f"{n_tokens / max(time.perf_counter() - t0, 1e-9):.1f} tok/s")
-            if listen is not None:
-                listen(n_tokens, time.perf_counter() - t0)
+    while queue.pending or row_of:
+        if queue.pending and dec.free_slots:
+            for rid, i in queue.admit(dec.free_slots):
+                row_of[rid] = i
+                if temperature > 0:
+                    gens[rid] = torch.Generator().manual_seed(seed * 1_000_003 + i)
+        force = None
+        if temperature > 0:
+            rids = list(row_of)
+            force = dict(zip(rids, _sample(dec.pending_logprobs(rids), temperature, [gens[r] for r in rids])))
+        finished = []
+        for res in dec.step(force):
+            n_tokens += 1
+            ids = dec.generated(res.row)
+            reason = None
+            if res.is_eos:
+                reason = "eos"
+            elif stops:
+                tail = backend.decode(ids[-(longest_stop + 8):])
+                if _cut_stop(tail, stops) is not None:
+                    reason = "stop"
+            if reason is None and len(ids) >= max_new_tokens:
+                reason = "length"
+            if reason:
+                finished.append((res.row, ids, reason))
+        for rid, ids, reason in finished:
+            i = row_of.pop(rid)
+            gens.pop(rid, None)
+            body = ids[:-1] if reason == "eos" else ids
+            text = backend.decode(body)
+            if stops:
+                cut = _cut_stop(text, stops)
+                if cut is not None:
+                    text, reason = text[:cut], "stop"
+            results[i] = (list(ids), text, reason)
+            n_done += 1
+        queue.remember([r for r, _, _ in finished])
+        dec.release([r for r, _, _ in finished])
+        if listen is not None:
+            listen(GenerationProgress(n_done, len(prompts), n_tokens, time.perf_counter() - t0))
     wall = time.perf_counter() - t0
     backend.generation_stats = {
         "prompts": len(prompts), "prefill_tokens": queue.prefill_tokens,

@@ -16,7 +16,7 @@ import torch
 
 from tamperbench.errors import UserError
 from tamperbench.models.memory import choose_batch_size
-from tamperbench.models.protocols import Generation, ensure_fits
+from tamperbench.models.protocols import Generation, ProgressListener, ensure_fits
 from tamperbench.models.templating import MISSING_TEMPLATE_HINT, ChatTemplate, raw_prompt
 from tamperbench.models.step_decoder import StepDecoder
 
@@ -114,9 +114,10 @@ class HFBackend:
     def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int,
                       temperature: float = 0.0, seed: int = 0, stop: list[str] | None = None,
                       system: str | None = None, template_kwargs: dict | None = None,
-                      progress: bool = True, share_prefix: bool = True) -> list[Generation]:
+                      progress: ProgressListener | None = None, share_prefix: bool = True) -> list[Generation]:
         """Batched generation for many conversations; greedy when temperature == 0.
 
+        ``progress``: called with a ``GenerationProgress`` after every decoding step (nothing is drawn here).
         ``share_prefix``: prompts that share a token prefix (a document, a system prompt) prefill
         it once (models/prefix_share.py); False prefills every prompt alone (the benchmarks' baseline).
 

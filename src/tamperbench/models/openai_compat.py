@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from urllib.parse import parse_qs
 
 import tamperbench
 from tamperbench.errors import UserError
-from tamperbench.models.protocols import Generation
+from tamperbench.models.protocols import Generation, GenerationProgress, ProgressListener
 from tamperbench.models.provenance import ModelProvenance
 
 _OPTIONS = {"tokenizer", "key_env", "concurrency", "timeout", "retries"}
@@ -164,7 +165,10 @@ class OpenAIBackend:
     def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int,
                       temperature: float = 0.0, seed: int = 0, stop: list[str] | None = None,
                       system: str | None = None, template_kwargs: dict | None = None,
-                      progress: bool = True) -> list[Generation]:
+                      progress: ProgressListener | None = None) -> list[Generation]:
+        """One request per conversation (``concurrency`` at a time); ``progress`` hears once, when all are back."""
+        t0 = time.perf_counter()
+
         def one(conv):
             msgs = self._messages(conv, system)
             resp = self._call(self.client.chat.completions.create, messages=msgs, max_tokens=max_new_tokens,
@@ -175,7 +179,10 @@ class OpenAIBackend:
                               prompt_ids=[], finish_reason=reason)
 
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(one, conversations))
+            gens = list(pool.map(one, conversations))
+        if progress:
+            progress(GenerationProgress(len(gens), len(gens), 0, time.perf_counter() - t0))
+        return gens
 
     def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = True) -> str:
         return self._need_tokenizer("decoding token ids").decode(list(ids), skip_special_tokens=skip_special_tokens)

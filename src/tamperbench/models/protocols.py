@@ -11,8 +11,9 @@ it without paying for them. Tensor types are written as strings for that reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -21,8 +22,8 @@ from pydantic import BaseModel
 from tamperbench.errors import UserError
 
 __all__ = [
-    "Capability", "ChatBackend", "Generation", "HookBackend", "ScoringBackend", "StepBackend",
-    "capabilities", "ensure_fits", "require",
+    "Capability", "ChatBackend", "Generation", "GenerationProgress", "HookBackend", "ProgressListener",
+    "ScoringBackend", "StepBackend", "capabilities", "ensure_fits", "require",
 ]
 
 
@@ -34,6 +35,21 @@ class Generation(BaseModel):
     prompt_text: str
     prompt_ids: list[int]
     finish_reason: Literal["eos", "length", "stop"]
+
+
+@dataclass(frozen=True)
+class GenerationProgress:
+    """Where one ``generate_chat`` call stands, reported after every decoding step to the caller's
+    ``progress`` listener. Why an event and not a bar: the model layer knows nothing of the
+    terminal; a runner subscribes and draws its own bar or ETA (tamperbench.progress)."""
+
+    done: int  # conversations finished
+    total: int  # conversations in the call
+    tokens: int  # tokens decoded so far in the call
+    seconds: float  # since the call began
+
+
+ProgressListener = Callable[[GenerationProgress], None]
 
 
 @runtime_checkable
@@ -55,7 +71,7 @@ class ChatBackend(Protocol):
     def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int,
                       temperature: float = 0.0, seed: int = 0, stop: list[str] | None = None,
                       system: str | None = None, template_kwargs: dict | None = None,
-                      progress: bool = True) -> list[Generation]: ...
+                      progress: ProgressListener | None = None) -> list[Generation]: ...
 
     def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = True) -> str:
         """Token ids -> text, so suites need not touch a tokenizer object."""

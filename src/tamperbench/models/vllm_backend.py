@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Literal
@@ -24,7 +25,7 @@ from urllib.parse import parse_qs
 import tamperbench
 from tamperbench.errors import UserError
 from tamperbench.models.openai_compat import Completion
-from tamperbench.models.protocols import Generation
+from tamperbench.models.protocols import Generation, GenerationProgress, ProgressListener
 from tamperbench.models.provenance import ModelProvenance
 
 
@@ -136,7 +137,9 @@ class VLLMBackend:
 
     def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int, temperature: float = 0.0,
                       seed: int = 0, stop: list[str] | None = None, system: str | None = None,
-                      template_kwargs: dict | None = None, progress: bool = True) -> list[Generation]:
+                      template_kwargs: dict | None = None, progress: ProgressListener | None = None) -> list[Generation]:
+        """One batch through the engine; ``progress`` hears once, when it is back."""
+        t0 = time.perf_counter()
         reqs = []
         for i, conv in enumerate(conversations):
             ids = self.chat_ids(conv, system=system, template_kwargs=template_kwargs)
@@ -150,6 +153,8 @@ class VLLMBackend:
                 "length" if o.finish_reason == "length" else ("stop" if o.stop_reason is not None else "eos"))
             gens.append(Generation(text=o.text, token_ids=list(o.token_ids), prompt_text=self.decode(ids, skip_special_tokens=False),
                                    prompt_ids=ids, finish_reason=reason))
+        if progress:
+            progress(GenerationProgress(len(gens), len(gens), sum(len(g.token_ids) for g in gens), time.perf_counter() - t0))
         return gens
 
     def complete(self, prompt_ids: Sequence[int], *, max_tokens: int, top: int = 20, echo: bool = False,

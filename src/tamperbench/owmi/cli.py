@@ -37,13 +37,12 @@ def run_cmd(
         raise UserError("--model: only with --preset (a config file names its models)")
     spec = load_spec(config) if config is not None else PRESETS[preset](**({"models": [model]} if model else {}))
     if dry_run:
-        from tamperbench.estimate import dry_run as print_dry_run, owmi_plan
-        from tamperbench.models import load_backend
+        from tamperbench.estimate import dry_run_spec
         from tamperbench.owmi.validate import preflight
+        from tamperbench.suites import get_suite
 
         preflight(spec)  # a model or object the run would refuse is refused by its plan too
-        backend = load_backend(spec.models[0], device=spec.device, dtype=spec.dtype)
-        print_dry_run(owmi_plan(spec, out, backend), backend, echo=Console().print)
+        dry_run_spec(get_suite("owmi"), spec, out, echo=Console().print)
         return
     from tamperbench.owmi.runner import run
     from tamperbench.owmi.summary import render

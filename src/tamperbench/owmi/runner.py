@@ -47,7 +47,7 @@ class RunReport:
     skipped_units: int = 0
     units: int = 0
     seconds: float = 0.0
-    row_tokens: int = 0  # the decode bound the bars counted down from (estimate.owmi_row_tokens, every model)
+    row_tokens: int = 0  # the decode bound the bars counted down from (owmi/plan.py's row-token model, every model)
     tokens: int = 0  # decoded, counted as that bound counts (each record's answer, each frame's task answers)
 
 
@@ -64,7 +64,7 @@ def load_items(benchmark: str, n: int):
     return items[:n]
 
 
-def _coords(spec: OwmiSpec, model: str, bench: str, obj, op, item, seed: int) -> dict:
+def unit_coords(spec: OwmiSpec, model: str, bench: str, obj, op, item, seed: int) -> dict:
     return dict(model=model, benchmark=bench, object=obj.model_dump(mode="json"), operator=op.name, dose=op.dose,
                 item=item.id, seed=seed, positions=spec.positions, when=spec.when)
 
@@ -93,8 +93,8 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
     from tamperbench.models import load_backend
     from tamperbench.owmi.engine import Cell, Engine
     from tamperbench.owmi.objects import resolve
-    from tamperbench.estimate import owmi_row_tokens
-    from tamperbench.progress import ETA_FIELDS, BarEta, progress_bar
+    from tamperbench.owmi.plan import pending_units
+    from tamperbench.progress import ETA_FIELDS, countdown as bar_countdown, progress_bar
 
     console = console or Console(stderr=True)
     rep, t0 = RunReport(), time.perf_counter()
@@ -121,7 +121,8 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
                     for idx, it in enumerate(items[b]) for seed in spec.seeds]
             rep.units += len(plan)
             frames = spec.frames()
-            countdown = BarEta(owmi_row_tokens(spec, model, items, have))  # the dry run's bound for this model
+            pending = [p for _, p, _ in pending_units(spec, items, have, [model])]
+            countdown = bar_countdown("owmi", spec, pending)  # the dry run's bound for this model (registry row_tokens)
             rep.row_tokens += countdown.tracker.row_tokens
             with progress_bar("owmi", "{task.fields[what]}", *ETA_FIELDS, unit="unit", console=console) as bar:
                 task = bar.add_task(model, total=len(plan) * len(frames), what="", **countdown.fields())
@@ -130,7 +131,7 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
                 for b, obj, op, idx, it, seed in plan:
                     cells.setdefault((b, obj.label, op.name, op.dose), []).append((b, obj, op, idx, it, seed))
                 for key, members in cells.items():
-                    unit_keys = [planned_keys(spec, _coords(spec, model, b, obj, op, it, seed), spec.observer_models)
+                    unit_keys = [planned_keys(spec, unit_coords(spec, model, b, obj, op, it, seed), spec.observer_models)
                                  for b, obj, op, idx, it, seed in members]
                     rep.skipped_units += sum(all(k in have for k, _, _ in keys) for keys in unit_keys)
                     for frame, tracks in frames.items():  # a frame's units share a task context
@@ -171,7 +172,7 @@ def _run_frame(store, eng, spec, model, key, frame, todo, everyone, have, prov, 
         _effects(eng, spec, unit, missing, MODEL_CONDITIONS)
         for recs in _execute(eng, spec, unit, missing, prov, backend, observers, on_tokens=countdown.add):
             rep.written += store.write(RUNS_TABLE, recs)
-        # the frame's task answers, one per model condition (as estimate.owmi_unit_row_tokens counts them)
+        # the frame's task answers, one per model condition (as owmi/plan.py unit_row_tokens counts them)
         countdown.add(sum(len(unit.gens[c][1]) for c in MODEL_CONDITIONS if c in unit.gens))
         eng.release(unit)
         bar.advance(task)

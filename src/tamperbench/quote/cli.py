@@ -58,12 +58,10 @@ def run(
                       batch_size=batch_size, chat_template=chat_template,
                       item_ids=[i.strip() for i in items.split(",") if i.strip()] if items is not None else None)
     if dry_run:
-        from tamperbench.estimate import dry_run as print_dry_run, quote_plan
-        from tamperbench.models import load_backend
+        from tamperbench.estimate import dry_run_spec
+        from tamperbench.suites import get_suite
 
-        backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
-                               chat_template=getattr(spec, "chat_template", None))
-        print_dry_run(quote_plan(spec, out, backend), backend, echo=_console().print)
+        dry_run_spec(get_suite("quote"), spec, out, echo=_console().print)
         return
     store = run_quote(spec, out, new=new)
     store.close()

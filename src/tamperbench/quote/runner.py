@@ -21,6 +21,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from rich.console import Console
 
 from tamperbench.errors import UserError
+from tamperbench.models.protocols import GenerationProgress
 from tamperbench.quote.items import DATA_DIR, Item, build_prompt, document_for, load_items
 from tamperbench.quote.scorer import score_response
 from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
@@ -153,8 +154,8 @@ def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[F
     """Generate and score the units in calls of about the backend's batch size that keep a document's
     trials together (:func:`generation_calls`), one seed per repeat; yield each call as it finishes. A record stores its position and chunk size (seeds depend on them).
     ``live`` gets ``{"tokens", "seconds"}`` (decoded so far in this ``work``) after every decoding step
-    of a local backend (models/generate.py, decode_listener), for the bar's ETA."""
-    from tamperbench.models.generate import decode_listener, rows_from_memory  # torch: imported when work runs
+    of a backend that reports it (``generate_chat``'s ``progress`` listener), for the bar's ETA."""
+    from tamperbench.models.generate import rows_from_memory  # torch: imported when work runs
 
     backend, spec = ctx.backend, ctx.spec
     pid = backend.provenance.id
@@ -162,17 +163,16 @@ def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[F
     trials: list[Trial] = [u.payload for u in units]
     t0, decoded = time.perf_counter(), 0
 
-    def listen(tokens: int, _: float) -> None:  # tokens so far in the current call
+    def listen(event: GenerationProgress) -> None:  # event.tokens: so far in the current call
         if live is not None:
-            live({"tokens": decoded + tokens, "seconds": time.perf_counter() - t0})
+            live({"tokens": decoded + event.tokens, "seconds": time.perf_counter() - t0})
 
     for repeat in sorted({t.repeat for t in trials}):
         for chunk in generation_calls([t for t in trials if t.repeat == repeat], bs, keep_documents=keep_documents):
-            with rows_from_memory(backend) if by_memory else nullcontext(), \
-                    decode_listener(backend, listen) if live is not None else nullcontext():
+            with rows_from_memory(backend) if by_memory else nullcontext():
                 gens = backend.generate_chat([[{"role": "user", "content": t.prompt}] for t in chunk],
                                              max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
-                                             seed=spec.seed + repeat, progress=False)
+                                             seed=spec.seed + repeat, progress=listen if live is not None else None)
             decoded += sum(len(g.token_ids) for g in gens)
             yield [Finished(t.key, {TABLE: [_record(spec, pid, t, g, i, len(chunk))]})
                    for i, (t, g) in enumerate(zip(chunk, gens))]
@@ -253,7 +253,7 @@ def run_quote(spec: QuoteRunSpec, out: Path, *, backend=None, new: bool = False,
               progress: bool = True, executor: Executor | None = None, console: Console | None = None) -> RunStore:
     """Generate, score and store every missing trial of ``spec`` in run directory ``out``: plan, execute, commit.
 
-    The bar counts decoded tokens against the dry run's bound (``estimate.quote_row_tokens``) and
+    The bar counts decoded tokens against the dry run's bound (the registry's ``row_tokens``, quote/plan.py) and
     shows ``estimate.EtaTracker``'s remaining time, as the Sleight of Word bar does: per decoding
     step when the executor forwards ``live`` (in process), else per committed call."""
     spec = spec.model_copy(update={"data_sha256": data_sha256()})
@@ -271,10 +271,9 @@ def run_quote(spec: QuoteRunSpec, out: Path, *, backend=None, new: bool = False,
     store.put_provenance(backend.provenance)
     units = plan(spec, store)
     stored = store.count(TABLE)
-    from tamperbench.estimate import quote_row_tokens
-    from tamperbench.progress import ETA_FIELDS, BarEta
+    from tamperbench.progress import ETA_FIELDS, countdown as bar_countdown
 
-    countdown = BarEta(quote_row_tokens(units, spec.max_new_tokens))  # the --dry-run's bound, live rate
+    countdown = bar_countdown("quote", spec, units)  # the --dry-run's bound (registry row_tokens), live rate
     committed = 0
     with progress_bar("quote", *ETA_FIELDS, unit="trials", console=console, disable=not progress) as prog:
         task = prog.add_task(f"{spec.preset} ({stored} stored)", total=len(units), **countdown.fields())

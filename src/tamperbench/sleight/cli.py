@@ -50,12 +50,10 @@ def run_cmd(
                       max_new_tokens=max_new_tokens, keep_topk=keep_topk, seed=seed, device=device, dtype=dtype,
                       batch_size=batch_size, chat_template=chat_template, detector_rules=detector_rules)
     if dry_run:
-        from tamperbench.estimate import dry_run as print_dry_run, sleight_plan
-        from tamperbench.models import load_backend
+        from tamperbench.estimate import dry_run_spec
+        from tamperbench.suites import get_suite
 
-        backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
-                               chat_template=getattr(spec, "chat_template", None))
-        print_dry_run(sleight_plan(spec, out, backend), backend, echo=Console().print)
+        dry_run_spec(get_suite("sleight"), spec, out, echo=Console().print)
         return
     err = Console(stderr=True)
     rep = run(spec, out, new=new, console=err)

@@ -249,9 +249,9 @@ def run(spec: SleightSpec, out: str | Path, *, new: bool = False, backend=None,
             console.print(f"nothing to do: all {total} trials of this spec are stored in {out}")
             return report
         t0 = time.perf_counter()
-        from tamperbench.estimate import EtaTracker, sleight_row_tokens
+        from tamperbench.progress import countdown
 
-        eta = EtaTracker(sleight_row_tokens(units, spec.max_new_tokens))  # the --dry-run cost model, live rate
+        eta = countdown("sleight", spec, units).tracker  # the --dry-run's bound (registry row_tokens), live rate
         with progress_bar("sleight", "trials", "{task.fields[swaps]} swaps", "{task.fields[tps]:.0f} tok/s",
                           "{task.fields[eta]}", console=console) as prog:
             bar = prog.add_task("", total=total, completed=skipped, swaps=0, tps=0.0, eta="eta -")

@@ -11,12 +11,12 @@ def _run_one_unit(backend, spec):
     effects, execute): returns (engine, the first frame's unit, item, record dicts)."""
     from tamperbench.owmi.engine import MODEL_CONDITIONS, Cell, Engine
     from tamperbench.owmi.items import quick_items
-    from tamperbench.owmi.runner import _coords, _effects, _execute, planned_keys
+    from tamperbench.owmi.runner import unit_coords, _effects, _execute, planned_keys
 
     eng = Engine(backend, spec, [])
     cell = Cell("embedded", "builtin", spec.objects[0], spec.operators[0])
     item = quick_items(1)[0]
-    all_keys = planned_keys(spec, _coords(spec, "embedded", "builtin", cell.obj, cell.op, item, 0), [])
+    all_keys = planned_keys(spec, unit_coords(spec, "embedded", "builtin", cell.obj, cell.op, item, 0), [])
     units, rows = [], []
     for frame, tracks in spec.frames().items():
         unit = eng.prepare(cell, item, 0, 0, frame)

@@ -22,7 +22,7 @@ import pytest
 
 from tamperbench.owmi.engine import MODEL_CONDITIONS, Cell, Engine
 from tamperbench.owmi.items import quick_items
-from tamperbench.owmi.runner import _coords, _effects, _execute, planned_keys
+from tamperbench.owmi.runner import unit_coords, _effects, _execute, planned_keys
 from tamperbench.owmi.spec import quick_spec
 
 pytestmark = pytest.mark.model
@@ -37,7 +37,7 @@ def _records(backend, spec, item, batched: bool) -> tuple[dict, Engine]:
     unit = eng.prepare(cell, item, 0, 0)
     unit.eta = 1.7 * unit.norm_unit  # impact matching itself is shared code; any fixed norm will do
     unit.match = (0.1, 0.1)
-    keys = planned_keys(spec, _coords(spec, "embedded", "builtin", cell.obj, cell.op, item, 0), [])
+    keys = planned_keys(spec, unit_coords(spec, "embedded", "builtin", cell.obj, cell.op, item, 0), [])
     _effects(eng, spec, unit, keys, MODEL_CONDITIONS)
     recs = [r for group in _execute(eng, spec, unit, keys, "prov", backend, []) for r in group]
     return {r.key: r.model_dump() for r in recs}, eng

@@ -107,7 +107,8 @@ def test_bar_counts_down_the_dry_run_bound(owmi_run, owmi_bar, embedded_backend,
     ``estimate.EtaTracker``'s remaining time. By hand: tracks A and B_delayed x 2 scopes x (4 model
     conditions + observer tiers 1 and 2) = 24 records of at most 8 tokens, and the task under the
     4 model conditions, at most 4 tokens each."""
-    from tamperbench.estimate import EtaTracker, owmi_plan
+    from tamperbench.estimate import EtaTracker
+    from tamperbench.owmi.plan import run_plan as owmi_plan
 
     spec, _, rep, rows, _ = owmi_run
     assert len(rows) == 24

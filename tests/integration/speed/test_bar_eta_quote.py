@@ -14,7 +14,8 @@ import time
 import pytest
 from rich.console import Console
 
-from tamperbench.estimate import EtaTracker, quote_plan
+from tamperbench.estimate import EtaTracker
+from tamperbench.quote.plan import run_plan as quote_plan
 from tamperbench.quote.runner import TABLE, QuoteContext, QuoteRunSpec, run_quote, work
 from tamperbench.runs import WorkUnit
 
@@ -51,7 +52,7 @@ def test_quote_bar_counts_down_the_dry_run_bound(embedded_backend, tmp_path):
 
 def test_quote_work_reports_every_decoding_step(embedded_backend):
     """What the runner's bar is fed between commits: (tokens so far, seconds) after each step of
-    the generation call (models/generate.py, decode_listener), ending at the tokens decoded."""
+    the generation call (generate_chat's progress listener), ending at the tokens decoded."""
     from tamperbench.quote.runner import build_trials, data_sha256
 
     spec = QuoteRunSpec(item_ids=["S30"], max_new_tokens=5, device="cpu")

@@ -113,7 +113,7 @@ def test_owmi_quick_dry_run_counts_records_tokens_and_what_is_stored(tmp_path):
     20 tokens + 3 units x 4 model conditions x 16 task tokens = 6,192. Then one unit stored: the
     plan says 100 stored, 200 to run, and the decode bound drops by that unit's 100 x 20 + 4 x 16."""
     from tamperbench.owmi.cli import app as owmi_app
-    from tamperbench.owmi.runner import _coords, load_items, planned_keys
+    from tamperbench.owmi.runner import unit_coords, load_items, planned_keys
     from tamperbench.owmi.spec import quick_spec
 
     run_dir = tmp_path / "o"
@@ -126,7 +126,7 @@ def test_owmi_quick_dry_run_counts_records_tokens_and_what_is_stored(tmp_path):
 
     spec = quick_spec()
     obj, op, item = spec.objects[0], spec.operators[0], load_items("builtin", 3)[0]
-    keys = [k for k, _, _ in planned_keys(spec, _coords(spec, "embedded", "builtin", obj, op, item, 0), [])]
+    keys = [k for k, _, _ in planned_keys(spec, unit_coords(spec, "embedded", "builtin", obj, op, item, 0), [])]
     assert len(keys) == 100
     _stored_owmi_records(run_dir, spec, keys)
     res = CliRunner().invoke(owmi_app, args, terminal_width=200)

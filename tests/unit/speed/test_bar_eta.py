@@ -11,23 +11,31 @@ import io
 
 from rich.console import Console
 
-from tamperbench.estimate import _NoStore, owmi_pending, owmi_row_tokens, quote_row_tokens
-from tamperbench.progress import ETA_FIELDS, BarEta, progress_bar
+from tamperbench.estimate import NoStore
+from tamperbench.owmi.plan import pending_units as owmi_pending
+from tamperbench.progress import ETA_FIELDS, BarEta, countdown, progress_bar
+from tamperbench.suites import get_suite
+
+
+def owmi_row_tokens(spec, model: str, items: dict, have: set) -> int:
+    """The bound of ``model``'s bar in the OWMI runner: the registry's row-token model over its pending units."""
+    return countdown("owmi", spec, [p for _, p, _ in owmi_pending(spec, items, have, [model])]).tracker.row_tokens
 
 
 def _quote_pending(**over):
     from tamperbench.quote.runner import QuoteRunSpec, data_sha256, plan
 
     spec = QuoteRunSpec(**over).model_copy(update={"data_sha256": data_sha256()})
-    return spec, plan(spec, _NoStore())
+    return spec, plan(spec, NoStore())
 
 
 def test_quote_standard_row_tokens_by_hand():
     spec, units = _quote_pending()
     assert len(units) == 37 * 2
-    assert quote_row_tokens(units, spec.max_new_tokens) == 37 * 2 * 96 == 7_104
+    assert get_suite("quote").row_tokens_for(spec, units) == 37 * 2 * 96 == 7_104
+    assert countdown("quote", spec, units).tracker.row_tokens == 7_104  # the bar's bound, through the registry
     spec, units = _quote_pending(arms=["plain"], max_new_tokens=10)
-    assert quote_row_tokens(units, spec.max_new_tokens) == 37 * 10
+    assert get_suite("quote").row_tokens_for(spec, units) == 37 * 10
 
 
 def _owmi(**over):
@@ -39,14 +47,14 @@ def _owmi(**over):
 
 
 def test_owmi_quick_row_tokens_by_hand_fresh_and_with_one_unit_stored():
-    from tamperbench.owmi.runner import _coords, planned_keys
+    from tamperbench.owmi.runner import unit_coords, planned_keys
 
     spec, items = _owmi()
     assert sum(len(p) for _, p, _ in owmi_pending(spec, items, set())) == 300
     assert owmi_row_tokens(spec, "embedded", items, set()) == 300 * 20 + 3 * 4 * 16 == 6_192
     # one unit's 100 records stored: 200 probe answers and 2 units' task answers are left
     it = items["builtin"][0]
-    have = {k for k, _, _ in planned_keys(spec, _coords(spec, "embedded", "builtin", spec.objects[0],
+    have = {k for k, _, _ in planned_keys(spec, unit_coords(spec, "embedded", "builtin", spec.objects[0],
                                                         spec.operators[0], it, 0), [])}
     assert len(have) == 100
     assert owmi_row_tokens(spec, "embedded", items, have) == 200 * 20 + 2 * 4 * 16
