@@ -40,7 +40,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from tamperbench.models import load_backend
     from tamperbench.owmi.engine import Cell, Engine
-    from tamperbench.owmi.runner import load_items
+    from tamperbench.owmi.keys import load_items
     from tamperbench.owmi.spec import quick_spec
 
     over = {"items_per_benchmark": args.items} if args.items else {}

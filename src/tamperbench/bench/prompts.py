@@ -3,17 +3,29 @@
 Kept apart from the schema so the wording can be read and reviewed in one place. The wording
 follows the common zero-shot generative formats (lettered options, 'Answer with the letter'),
 because OWMI scores free text, not log-likelihoods.
+
+Below the schema (bench/schema.py imports it; nothing here imports the schema): an item is anything
+with the fields of :class:`PromptItem`, which ``BenchItem`` has.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from tamperbench.bench.schema import BenchItem
+from typing import Protocol
 
 
-def render_prompt(item: "BenchItem") -> str:
+class PromptItem(Protocol):
+    """The fields of a ``BenchItem`` that its prompt is made of."""
+
+    instruction: str | None
+    context: str | None
+    question: str
+    choices: tuple[str, ...] | None
+
+    @property
+    def letters(self) -> tuple[str, ...]: ...
+
+
+def render_prompt(item: PromptItem) -> str:
     parts: list[str] = []
     if item.instruction:
         parts.append(item.instruction)
@@ -26,7 +38,7 @@ def render_prompt(item: "BenchItem") -> str:
     return "\n\n".join(p.strip("\n") for p in parts if p)
 
 
-def mc_answer_line(item: "BenchItem") -> str:
+def mc_answer_line(item: PromptItem) -> str:
     """The answer-format line under the options; the scorer coerces the reply to one of these letters."""
     letters = item.letters
     return f"Answer with the letter of the correct option ({letters[0]}-{letters[-1]})."

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tamperbench.bench.prompts import render_prompt
+
 Domain = Literal["knowledge", "commonsense", "arithmetic", "code", "instruction_following"]
 
 ScoringRule = Literal[
@@ -97,6 +99,4 @@ class BenchItem(_Frozen):
 
     def prompt_text(self) -> str:
         """The user-turn text: instruction, context, question and lettered options, as the benchmark poses it."""
-        from tamperbench.bench.prompts import render_prompt
-
         return render_prompt(self)

@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from tamperbench.models.prefix_share import MIN_SHARED, Group, common_prefix, plan_groups
+from tamperbench.models.prefix_groups import MIN_SHARED, Group, common_prefix, plan_groups
 
 __all__ = ["Branch", "admit_rows", "admit_tree", "plan_branches", "prefill_prefix", "private", "root_length", "rows_forward",
            "tree_prefill_tokens"]
@@ -196,7 +196,7 @@ def admit_tree(adm: Any, batch: Sequence[tuple[Any, list[int]]]) -> list[tuple[i
     different prefixes share one forward, each row's prefix in its own columns (masked gap after
     a shorter one). Returns (row id, prompt index) pairs."""
     from tamperbench.models.decoding.cascade import SharedPrefix
-    from tamperbench.models.prefix_share import split_by_length
+    from tamperbench.models.prefix_groups import split_by_length
 
     dec = adm.dec
     heads: list = []

@@ -2,7 +2,7 @@
 what ``--dry-run`` prints and what the runner's per-model progress bars count down from.
 
 A work unit is one (model, cell, item, seed): the design fields of its pending records, keyed with
-the runner's own ``planned_keys`` (owmi/runner.py), so "stored" is exactly what a resume skips."""
+the runner's own ``planned_keys`` (owmi/keys.py), so "stored" is exactly what a resume skips."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def unit_row_tokens(spec, pending: list[dict]) -> int:
 def pending_units(spec, items: dict, have: set, models: list[str] | None = None):
     """(item, pending design fields, stored record count) of every unit, in the runner's plan order
     (owmi/runner.py), keyed with the runner's own ``planned_keys``: "stored" is what a resume skips."""
-    from tamperbench.owmi.runner import planned_keys, unit_coords
+    from tamperbench.owmi.keys import planned_keys, unit_coords
 
     units = [(model, b, obj, op, it, seed) for model in (spec.models if models is None else models)
              for b in spec.benchmarks for obj in spec.objects for op in spec.operators for it in items[b]
@@ -55,7 +55,7 @@ def run_plan(spec, out, backend) -> Plan:
     model of the spec."""
     from tamperbench.owmi.probes import probe_text
     from tamperbench.owmi.records import RUNS_TABLE
-    from tamperbench.owmi.runner import load_items
+    from tamperbench.owmi.keys import load_items
 
     items = {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
     store = open_read_only(out)

@@ -36,6 +36,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tamperbench.errors import UserError
+from tamperbench.owmi.keys import load_items, planned_keys, unit_coords
 from tamperbench.owmi.records import CALIBRATION_TABLE, RUNS_TABLE, OwmiCalibration, OwmiRun
 from tamperbench.owmi.spec import OwmiSpec
 from tamperbench.store import RunStore, trial_key
@@ -49,44 +50,6 @@ class RunReport:
     seconds: float = 0.0
     row_tokens: int = 0  # the decode bound the bars counted down from (owmi/plan.py's row-token model, every model)
     tokens: int = 0  # decoded, counted as that bound counts (each record's answer, each frame's task answers)
-
-
-def load_items(benchmark: str, n: int):
-    if benchmark == "builtin":
-        from tamperbench.owmi.items import quick_items
-
-        return quick_items(-(-n // 3))[:n]
-    from tamperbench.bench.load import load
-
-    items = load(benchmark, hub=False).items
-    if not items:
-        raise UserError(f"benchmarks: {benchmark!r} has no items")
-    return items[:n]
-
-
-def unit_coords(spec: OwmiSpec, model: str, bench: str, obj, op, item, seed: int) -> dict:
-    return dict(model=model, benchmark=bench, object=obj.model_dump(mode="json"), operator=op.name, dose=op.dose,
-                item=item.id, seed=seed, positions=spec.positions, when=spec.when)
-
-
-def planned_keys(spec: OwmiSpec, coords: dict, observers: list[str]) -> list[tuple[str, str, dict]]:
-    """(key, pair_id, design fields) of every record a unit writes."""
-    out = []
-    for track in spec.tracks:
-        fams = ("spontaneous",) if track == "C" else spec.probes
-        for fam in fams:
-            for scope in spec.scopes:
-                pair = dict(coords, track=track, probe=fam, scope=scope)
-                pair_id = trial_key(pair)[:24]
-                for cond in spec.conditions:
-                    if cond != "observer":
-                        d = dict(condition=cond, observer_tier=None, observer_model=None)
-                        out.append((trial_key({**pair, **d}), pair_id, {**d, "track": track, "probe": fam, "scope": scope}))
-                        continue
-                    for tier, name in [(1, coords["model"]), *[(2, o) for o in observers]]:
-                        d = dict(condition=cond, observer_tier=tier, observer_model=name)
-                        out.append((trial_key({**pair, **d}), pair_id, {**d, "track": track, "probe": fam, "scope": scope}))
-    return out
 
 
 def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console | None = None) -> RunReport:

@@ -23,7 +23,7 @@ def run_plan(spec, out, backend) -> Plan:
     start once, each branch its members repeat once), so the plan counts the tree's tokens there
     and the one-level groups' elsewhere (the copy path, sliding-window models, remote backends)."""
     from tamperbench.models.decoding.cascade import cascade_mode
-    from tamperbench.models.prefix_share import plan_groups, prefill_cost
+    from tamperbench.models.prefix_groups import plan_groups, prefill_cost
     from tamperbench.models.prefix_tree import tree_prefill_tokens
     from tamperbench.quote.runner import build_trials, call_size, data_sha256, generation_calls
     from tamperbench.quote.runner import plan as quote_pending

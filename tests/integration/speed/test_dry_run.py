@@ -113,7 +113,7 @@ def test_owmi_quick_dry_run_counts_records_tokens_and_what_is_stored(tmp_path):
     20 tokens + 3 units x 4 model conditions x 16 task tokens = 6,192. Then one unit stored: the
     plan says 100 stored, 200 to run, and the decode bound drops by that unit's 100 x 20 + 4 x 16."""
     from tamperbench.owmi.cli import app as owmi_app
-    from tamperbench.owmi.runner import unit_coords, load_items, planned_keys
+    from tamperbench.owmi.keys import load_items, planned_keys, unit_coords
     from tamperbench.owmi.spec import quick_spec
 
     run_dir = tmp_path / "o"

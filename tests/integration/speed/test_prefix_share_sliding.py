@@ -19,7 +19,8 @@ import pytest
 import torch
 
 from tamperbench.models.decoding import StepDecoder
-from tamperbench.models.prefix_share import MIN_SHARED, PrefixAdmitter
+from tamperbench.models.prefix_groups import MIN_SHARED
+from tamperbench.models.prefix_share import PrefixAdmitter
 
 V, WINDOW, NEW = 96, 28, 30  # 20-token shared prefix + 3 to 5-token suffixes, then 30 new tokens: past 28
 COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tamperbench.models.prefix_share import common_prefix
+from tamperbench.models.prefix_groups import common_prefix
 
 pytestmark = pytest.mark.model
 

@@ -16,7 +16,8 @@ import torch
 
 from tamperbench.models.decoding import StepDecoder
 from tamperbench.models.decoding import cascade as C
-from tamperbench.models.prefix_share import PrefixAdmitter, plan_groups
+from tamperbench.models.prefix_groups import plan_groups
+from tamperbench.models.prefix_share import PrefixAdmitter
 from tamperbench.models.prefix_tree import plan_branches, root_length, tree_prefill_tokens
 
 V = 96

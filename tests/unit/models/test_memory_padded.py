@@ -8,7 +8,8 @@ many columns it holds. Hand-computed bytes; SmolLM2-135M's dims (46,080 KV bytes
 from __future__ import annotations
 
 from tamperbench.models import memory as M
-from tamperbench.models.prefix_share import Group, PrefixAdmitter
+from tamperbench.models.prefix_groups import Group
+from tamperbench.models.prefix_share import PrefixAdmitter
 
 
 def test_the_stacked_copy_is_counted_once_by_hand(smollm2_shape):

@@ -39,7 +39,7 @@ def test_quote_standard_row_tokens_by_hand():
 
 
 def _owmi(**over):
-    from tamperbench.owmi.runner import load_items
+    from tamperbench.owmi.keys import load_items
     from tamperbench.owmi.spec import quick_spec
 
     spec = quick_spec(**over)
@@ -47,7 +47,7 @@ def _owmi(**over):
 
 
 def test_owmi_quick_row_tokens_by_hand_fresh_and_with_one_unit_stored():
-    from tamperbench.owmi.runner import unit_coords, planned_keys
+    from tamperbench.owmi.keys import planned_keys, unit_coords
 
     spec, items = _owmi()
     assert sum(len(p) for _, p, _ in owmi_pending(spec, items, set())) == 300

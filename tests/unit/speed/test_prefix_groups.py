@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tamperbench.models.prefix_share import Group, common_prefix, plan_groups, prefill_cost, split_by_length
+from tamperbench.models.prefix_groups import Group, common_prefix, plan_groups, prefill_cost, split_by_length
 
 
 def _norm(groups):
@@ -101,7 +101,8 @@ def test_prefix_store_bounds_its_bytes_and_checks_lengths():
 
 
 def test_stored_groups_cut_to_the_shortest_hit():
-    from tamperbench.models.prefix_share import MIN_SHARED, PrefixStore, _stored_groups
+    from tamperbench.models.prefix_groups import MIN_SHARED
+    from tamperbench.models.prefix_share import PrefixStore, _stored_groups
 
     row = list(range(100, 140))  # a 40-token first conversation
     store = PrefixStore(max_bytes=10**6)
