@@ -28,10 +28,12 @@ browser:
 demo: install
 	$(VENV)/bin/tamperbench demo --out $(DEMO_OUT)
 
-# Lint and types first (configured in pyproject.toml): ruff on all code, mypy on models/, store/ and the plumbing.
+# Lint and types first (configured in pyproject.toml): ruff on all code, mypy on the package (suites included),
+# lint-imports on the layer contracts ([tool.importlinter]: layers, independent suites, no cycles).
 lint: install
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # The documentation site: strict, so a broken link or a command without help text fails the build.
 docs: install
