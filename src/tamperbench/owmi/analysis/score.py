@@ -28,6 +28,9 @@ CELL_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "si
                "track", "hook_scope")
 LADDER_FIELDS = tuple(f for f in CELL_FIELDS if f != "dose")
 ALPHAS = (0.05, 0.01, 0.0001)
+ONE_SEED = ("one seed only: sigma^2_seed cannot be estimated (it would be fitted as 0), so Delta = ICC - ICC_seed "
+            "(Eq. 18) compares against a seed variance never measured and no structure beyond seed variation "
+            "can be claimed; run two or more seeds")
 
 
 def load_runs(paths: Sequence[str | Path]) -> tuple[list[dict], list[dict], list[dict]]:
@@ -167,6 +170,9 @@ def variance_entry(pairs_by_model: dict[str, list[dict]]) -> dict:
         if len(pairs) < 8 or len(set(facs["domain"])) < 2 or len(set(facs["object"])) < 2:
             out[model] = {"estimable": False, "reason": "needs >= 2 domains, >= 2 objects and >= 8 complete pairs",
                           "pairs": len(pairs)}
+            continue
+        if len(set(facs["seed"])) < 2:
+            out[model] = {"estimable": False, "reason": ONE_SEED, "pairs": len(pairs)}
             continue
         res = icc_contrasts([p["s"] for p in pairs], facs, item="item", seed_factor="seed", n_boot=200)
         out[model] = {"estimable": True, "pairs": len(pairs), **res}
