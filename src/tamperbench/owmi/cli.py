@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from tamperbench.errors import UserError
+from tamperbench.owmi.console import stdout_console
 
 app = typer.Typer(help="OWMI: intervene on internal objects; can the model report it beyond sham, random and observer?",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -42,7 +43,7 @@ def run_cmd(
         from tamperbench.suites import get_suite
 
         preflight(spec)  # a model or object the run would refuse is refused by its plan too
-        dry_run_spec(get_suite("owmi"), spec, out, echo=Console().print)
+        dry_run_spec(get_suite("owmi"), spec, out, echo=stdout_console().print)
         return
     from tamperbench.owmi.runner import run
     from tamperbench.owmi.summary import render
@@ -51,7 +52,7 @@ def run_cmd(
     rep = run(spec, out, new=new, console=err)
     err.print(f"{rep.written} records written, {rep.skipped_units} of {rep.units} units already stored, "
               f"{rep.seconds:.1f}s -> {out}")
-    render(out, Console())
+    render(out, stdout_console())
 
 
 @app.command("summary")
@@ -59,7 +60,7 @@ def summary_cmd(run_dir: Path = typer.Argument(..., help="An OWMI run directory.
     """Per track x scope x condition: runs, complete pairs with the intervention, parse rate, yes-rate, JS."""
     from tamperbench.owmi.summary import render
 
-    render(run_dir, Console())
+    render(run_dir, stdout_console())
 
 
 # owmi score / probe / known-positive live in owmi/analysis (statistics helper); mounted here.

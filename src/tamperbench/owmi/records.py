@@ -76,6 +76,8 @@ class OwmiRun(Record):
     probe_text: str  # the exact probe wording put to the model (first person; observer: third person)
     observer_tier: int | None = None  # 1 same model zero-shot, 2 another model spec, 3 classifier
     observer_model: str | None = None
+    observer_revision: str | None = None  # tier 2: the observer's own weights (model_revision stays the subject's,
+    # so all tiers of a cell share its key and mu_obs of Eq. 8 takes the max over them)
     # -- what the model saw and said -----------------------------------------------------
     prompt_text: str  # exact text of the probe context (chat template applied)
     system_prompt: str | None = None  # the system message given (None: none given, so the chat template's

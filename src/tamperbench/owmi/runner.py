@@ -282,7 +282,8 @@ def _record(eng, spec, unit, k, res, prov, observers) -> OwmiRun:
                              dose=op.dose, probe=d["probe"], track=d["track"]))[:24]
     return OwmiRun(
         key=key, provenance_id=prov, pair_id=pair_id, cell_id=cell_id, model=cell.model,
-        model_revision=_revision(eng.b if d["observer_tier"] != 2 else dict(observers)[d["observer_model"]]),
+        model_revision=_revision(eng.b),  # the subject's: every observer tier of a cell meets in that cell (Eq. 8)
+        observer_revision=_revision(dict(observers)[d["observer_model"]]) if d["observer_tier"] == 2 else None,
         dtype=str(eng.b.provenance.dtype), quantized=bool(eng.b.provenance.quantization),
         temperature=spec.temperature, top_p=spec.top_p,
         max_new_tokens=spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens,

@@ -124,9 +124,10 @@ def test_random_and_observer_margins_both_codings(entry):
 
 
 def test_parse_rates_accuracy_and_chance(entry):
-    rates = {p["condition"]: (p["parsed"], p["attempted"]) for p in entry["parse_rates"]}
-    # every attempted row counts, the unscorable pairs' rows included: 7 pairs, 2 observer rows each
-    assert rates == {"intervention": (6, 7), "sham": (7, 7), "random_matched": (7, 7), "observer": (13, 14)}
+    rates = {p["label"]: (p["parsed"], p["attempted"]) for p in entry["parse_rates"]}
+    # every attempted row counts, the unscorable pairs' rows included: 7 pairs, 2 observer rows each, per tier
+    assert rates == {"intervention": (6, 7), "sham": (7, 7), "random_matched": (7, 7),
+                     "observer tier 1 (same model)": (7, 7), "observer tier 3 (classifier: always parses)": (6, 7)}
     acc = {k: (v["correct"], v["scored"]) for k, v in entry["accuracy"].items()}
     assert acc == {"intervention": (3, 4), "sham": (3, 5), "random_matched": (2, 5), "observer tier 1": (3, 5),
                    "observer tier 3": (3, 4)}

@@ -63,6 +63,20 @@ def _by_name(anchor: dict) -> str:
     return BY_NAME if anchor.get("identity_matched") is False else ""
 
 
+def no_margin(det: dict | None, conditions: tuple[str, ...], what: str) -> str:
+    """Why a control margin is missing, told apart: no rows of the control at all, rows none of which
+    parsed, or parsed rows without a complete pair (the intervention row of each pair did not parse)."""
+    rates = [p for p in (det or {}).get("parse_rates", []) if p["condition"] in conditions]
+    n, k = sum(p["attempted"] for p in rates), sum(p["parsed"] for p in rates)
+    if not n:
+        return f"no {what} rows"
+    if not k:
+        return f"{n} {what} rows, none parsed"
+    own = sum(p["parsed"] for p in (det or {}).get("parse_rates", []) if p["condition"] == "intervention")
+    return (f"{k}/{n} {what} rows parsed, but no pair where the intervention row parsed too"
+            f" ({own} intervention rows parsed)")
+
+
 def exceeds_sham(det: dict | None, bh_reject: bool | None) -> bool | None:
     """Detection exceeds paired sham: complete-pair AUROC interval above 0.5 and BH not refusing it;
     None without a scorable pair. Shared by the claim and by Eq. 17 (``reconstruction.eq17``)."""
@@ -136,13 +150,16 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
                   f"AUROC={c.get('auroc', float('nan')):.4f} [{auc_ci[0]:.4f}, {auc_ci[1]:.4f}]" if pairs else "-"))
     margins = (det or {}).get("margins", {})
     rnd = margins.get("random_matched") or margins.get("random_unit")
-    rnd_name = "random_matched" if "random_matched" in margins else "random_unit"
+    present = {p["condition"] for p in (det or {}).get("parse_rates", [])}
+    rnd_name = ("random_matched" if "random_matched" in margins or ("random_unit" not in margins
+                                                                  and "random_matched" in present) else "random_unit")
     conds.append((f"margin over the {rnd_name.replace('_', '-')} control above zero", _above(rnd and rnd["ci"]),
-                  f"{rnd['estimate']:+.4f} [{rnd['ci'][0]:+.4f}, {rnd['ci'][1]:+.4f}]" if rnd else "no random-direction rows"))
+                  f"{rnd['estimate']:+.4f} [{rnd['ci'][0]:+.4f}, {rnd['ci'][1]:+.4f}]" if rnd
+                  else no_margin(det, ("random_matched", "random_unit"), "random-direction")))
     obs = margins.get("observer")
     conds.append(("margin over the observer bound above zero", _above(obs and obs["ci"]),
                   f"{obs['estimate']:+.4f} [{obs['ci'][0]:+.4f}, {obs['ci'][1]:+.4f}] (tiers {obs.get('observer_tiers')})"
-                  if obs else "no observer rows"))
+                  if obs else no_margin(det, ("observer",), "observer")))
     recon_conds = _recon_conditions(recon, recon_validation)
     conds += recon_conds
     m0 = (ladder or {}).get("m0") if ladder else None

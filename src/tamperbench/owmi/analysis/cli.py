@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from tamperbench.errors import UserError
+from tamperbench.owmi.console import stdout_console
 
 
 def _range(text: str, field: str) -> tuple[int, int]:
@@ -95,7 +96,7 @@ def probe_cmd(
     backend = load_backend(model, device=device)
     result = run_probe_anchor(backend, spec)
     save_anchor(out, spec, result, new=new)
-    con = Console()
+    con = stdout_console()
     con.print(f"linear probe at {result['site']} ({result['train_items']} train / {result['test_items']} test items, "
               f"{spec.n_perm} label-shuffled refits; rule: {result['rule']})")
     for row in result["layers"]:
@@ -143,7 +144,7 @@ def known_positive_cmd(
     result = run_known_positive(backend, spec, n_boot=boot, adapter_dir=Path(out) / "adapter")
     save_anchor(out, spec, result, new=new)
     t = result["training"]
-    Console().print(
+    stdout_console().print(
         f"known positive at {result['site']}: trained on {t['n_examples']} examples ({len(t['trained_seeds'])} directions, "
         f"{t['steps']} steps, loss {t['loss_first']:.3f} -> {t['loss_last']:.3f}, {t['seconds']} s); held-out "
         f"{result['n_heldout']} directions (disjoint: {result['disjoint']}): hits {result['hits']}/{result['n_heldout']}, "

@@ -12,7 +12,9 @@ Why these choices:
   So the primary pairing (``PRIMARY``) is A vs ``B_delayed`` and ``B_delayed`` vs C. A vs
   ``B_visible`` / ``B_masked`` are secondary rows, labelled as context contrasts on the immediate
   path, and never enter the verdict.
-* **Track C's detection report.** Track C asks no question (no cue), so its record has no yes/no;
+* **Track C's detection report.** Track C asks no question (no cue), and by default
+  (``track_c_system='none'``) runs with no system message, so the introspection system prompt of
+  tracks A and B is not there either (``engine.Engine.frame_system``); its record has no yes/no;
   its report is the condition-blinded rubric flag (``rubric_flag``), used as the binary report and
   the score. The rubric is not validated against human raters (D.3), which every C verdict says.
 * **Cell.** The cell is every key of ``score.CELL_FIELDS`` except track and probe family (A/B use
@@ -55,8 +57,10 @@ TRACK_PATHS: dict[str, dict[str, Any]] = {
     "B_delayed": {"validated": True, "path": "task answered under the hook, probe as a later user turn on the "
                   "task's cache", "tests": [f"{ENG}::test_delayed_track_asks_in_a_later_turn", *SCOPE, EQUIV,
                   "tests/unit/owmi/test_owmi_row_targeting.py::test_ragged_holes_keep_a_finished_row_intact"]},
-    "C": {"validated": True, "path": "B_delayed's later turn with a neutral reflection prompt (no cue; the shared "
-          "system prompt still names introspection), scored by the condition-blinded rubric", "tests": [
+    "C": {"validated": True, "path": "B_delayed's later turn with a neutral reflection prompt and no cue: by default "
+          "(track_c_system='none') no system message at all, so the introspection system prompt of tracks A/B is "
+          "absent (the record's system_prompt is None); track_c_system='shared' keeps it. Scored by the "
+          "condition-blinded rubric", "tests": [
               "tests/integration/owmi/test_owmi_track_c_path.py::test_track_c_reflects_in_a_later_turn_without_cue",
               "tests/unit/owmi/test_owmi_probes.py::test_rubric_and_corruption", EQUIV]},
     # validated as the immediate-path contexts they are (not as a delayed Track B: D.1); secondary rows only

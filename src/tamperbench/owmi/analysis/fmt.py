@@ -39,6 +39,44 @@ def cell_label(c: dict) -> str:
             f"track {c['track']} · {c['hook_scope']}")
 
 
+NO_PARSED = "no parsed pairs"
+
+
 def margin(m: dict | None) -> str:
-    """A control margin ``+est [lo, hi] (n=pairs)``; ``n/a`` when absent."""
-    return "n/a" if not m else f"{m['estimate']:+.4f} {ci(m['ci'])} (n={m['pairs']})"
+    """A control margin ``+est [lo, hi] (n=pairs)``; ``n/a`` when absent; ``no parsed pairs`` when every
+    pair it averages is unparsed rows coded 0 (D.4 inclusive coding): that is no measurement, not a 0."""
+    if not m:
+        return "n/a"
+    if m.get("parsed_pairs") == 0:
+        return NO_PARSED + f" ({m['pairs']} unparsed pairs coded 0)"
+    return f"{m['estimate']:+.4f} {ci(m['ci'])} (n={m['pairs']})"
+
+
+def parse_line(rates: list[dict]) -> str:
+    """Parse rates as ``label parsed/attempted``, one per condition and observer tier
+    (``observers.tier_parse_rates``); entries without a label (older results) by condition."""
+    return "; ".join(f"{p.get('label') or p['condition']} {p['parsed']}/{p['attempted']}" for p in rates)
+
+
+def drop_empty_sections(lines: list[str]) -> list[str]:
+    """Markdown lines without the sections (``##``/``###`` headings) that hold nothing but blank lines and
+    empty tables (a header row and its separator, no data row): an empty section prints no header."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith(("## ", "### ")):
+            level = len(lines[i]) - len(lines[i].lstrip("#"))
+            j = i + 1
+            while j < len(lines) and not (lines[j].startswith("#") and len(lines[j]) - len(lines[j].lstrip("#")) <= level):
+                j += 1
+            body = [b for b in lines[i + 1:j] if b.strip()]
+            scaffold = [b.startswith("|---") or (b.startswith("|") and k + 1 < len(body) and body[k + 1].startswith("|---"))
+                        for k, b in enumerate(body)]
+            if all(scaffold):
+                i = j
+                continue
+        out.append(lines[i])
+        i += 1
+    while out and not out[-1].strip():
+        out.pop()
+    return out

@@ -34,12 +34,13 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from tamperbench.owmi.analysis import identity
-from tamperbench.owmi.analysis.fmt import cell_label, ci, esc, margin, num
+from tamperbench.owmi.analysis.fmt import NO_PARSED, cell_label, ci, esc, margin, num, parse_line
 from tamperbench.owmi.analysis.recon_rule import PAPER, RULE, concept_key, names_concept
 
 JOINT_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "site", "operator", "dose", "track",
                 "hook_scope")  # score.CELL_FIELDS less the probe family: a detection cell and its reconstruction cell
 CONTROLS = ("random_matched", "random_unit", "observer")
+_CONTROL_OF = {"random_matched": ("random_matched",), "random_unit": ("random_unit",), "observer": ("observer",)}
 
 
 def scored_view(rows: list[dict]) -> tuple[list[dict], Counter]:
@@ -86,24 +87,27 @@ def _accuracy(view: list[dict]) -> dict[str, dict]:
 def _contrast(e: dict) -> dict:
     return {"pairs": e["pairs"], "items": e["items"], "excluded": e["excluded"], "margin": e["margin"],
             "margin_ci": e["margin_ci"], "accuracy_intervention": e["hit_rate"], "accuracy_sham": e["false_alarm_rate"],
-            "dprime": e["dprime"], "auroc": e["auroc"], "auroc_ci": e["auroc_ci"]}
+            "dprime": e["dprime"], "auroc": e["auroc"], "auroc_ci": e["auroc_ci"],
+            **({"parsed_pairs": e["parsed_pairs"]} if "parsed_pairs" in e else {})}
 
 
 def reconstruction_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
     """Rule-scored margins of one reconstruction cell: vs sham (both codings), vs random and vs the
     observer bound (both codings), parse rates, per-condition accuracy, closed-set chance."""
-    from tamperbench.owmi.analysis.score import detection_entry
+    from tamperbench.owmi.analysis.score import detection_entry, parsed_pairs
     from tamperbench.owmi.probes import concepts
-    from tamperbench.stats.pairs import parse_rates
+    from tamperbench.owmi.analysis.observers import tier_parse_rates
 
     view, dropped = scored_view(rows)
     comp = detection_entry(view, n_boot, seed)
     inc = detection_entry(inclusive_view(view), n_boot, seed)
+    for label, m in inc["margins"].items():  # the inclusive view marks every row parsed: count on the real view
+        m["parsed_pairs"] = parsed_pairs(view, "intervention", _CONTROL_OF[label])
     k = len(concepts())
     return {"rule": RULE, "paper": PAPER, "runs": len(rows), "unscorable_pairs": dict(dropped),
             "vs_sham": {"complete": _contrast(comp["complete"]), "inclusive": _contrast(comp["inclusive"])},
             "margins": {"complete": comp["margins"], "inclusive": inc["margins"]},
-            "parse_rates": parse_rates(rows, by=["condition"]), "accuracy": _accuracy(view),
+            "parse_rates": tier_parse_rates(rows), "accuracy": _accuracy(view),
             "chance": {"closed_set": k, "rate": 1.0 / k if k else None}}
 
 
@@ -209,14 +213,15 @@ def reconstruction_rows(result: dict) -> list[dict]:
                     "scoring": how, "pairs_vs_sham": vs["pairs"],
                     "accuracy_intervention": vs["accuracy_intervention"], "accuracy_sham": vs["accuracy_sham"],
                     "margin_sham": vs["margin"], "margin_sham_ci": ci(vs["margin_ci"]),
-                    "inclusive_margin_sham": r["vs_sham"]["inclusive"]["margin"],
+                    "inclusive_margin_sham": (NO_PARSED if r["vs_sham"]["inclusive"].get("parsed_pairs") == 0
+                                              else r["vs_sham"]["inclusive"]["margin"]),
                     "margin_random": margin(mc.get(rnd)), "random_kind": rnd if rnd in mc else "",
                     "margin_observer": margin(mc.get("observer")),
                     "inclusive_margin_observer": margin(mi.get("observer")),
                     "observer_tiers": (mc.get("observer") or {}).get("observer_tiers"),
                     "chance": r["chance"]["rate"],
                     "unscorable_pairs": ", ".join(f"{k} {v}" for k, v in sorted(r["unscorable_pairs"].items())),
-                    "parse": "; ".join(f"{p['condition']} {p['parsed']}/{p['attempted']}" for p in r["parse_rates"]),
+                    "parse": parse_line(r["parse_rates"]),
                     "eq17_literal": e17.get("literal"), "eq17_decision": e17.get("decision"),
                     "model_revision": c["cell"].get("model_revision"), "quantized": bool(c["cell"].get("quantized")),
                     "identity": labels[identity.of(c["cell"])]})
@@ -225,7 +230,7 @@ def reconstruction_rows(result: dict) -> list[dict]:
 
 def _signed(x) -> str:
 
-    return num(x) if num(x) == "n/a" else f"{x:+.4f}"
+    return num(x) if num(x) == "n/a" or isinstance(x, str) else f"{x:+.4f}"
 
 
 def reconstruction_markdown(result: dict) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tamperbench.fsio import atomic_open, atomic_write
 from tamperbench.owmi.analysis import identity
-from tamperbench.owmi.analysis.fmt import cell_label, ci, esc, margin, num
+from tamperbench.owmi.analysis.fmt import NO_PARSED, cell_label, ci, drop_empty_sections, esc, margin, num, parse_line
 
 
 def _anchor_weights(anchor: dict, who: dict) -> str:
@@ -38,20 +38,28 @@ def detection_rows(result: dict) -> list[dict]:
         if not d:
             continue
         comp, inc = d["complete"], d["inclusive"]
-        parse = "; ".join(f"{p['condition']} {p['parsed']}/{p['attempted']}" for p in d["parse_rates"])
+        parse = parse_line(d["parse_rates"])
         mg = d["margins"]
         out.append({"model": c["cell"]["model"], "dtype": c["cell"]["dtype"], "cell": cell_label(c["cell"]),
                     "pairs": comp["pairs"], "excluded": json.dumps(comp["excluded"], sort_keys=True),
                     "dprime": comp["dprime"], "dprime_ci": ci(comp["dprime_ci"]), "auroc": comp["auroc"],
                     "auroc_ci": ci(comp["auroc_ci"]), "bh_q": comp.get("bh_q"),
-                    "inclusive_pairs": inc["pairs"], "inclusive_dprime": inc["dprime"], "inclusive_auroc": inc["auroc"],
+                    "inclusive_pairs": inc["pairs"],
+                    "inclusive_dprime": NO_PARSED if inc.get("parsed_pairs") == 0 else inc["dprime"],
+                    "inclusive_auroc": NO_PARSED if inc.get("parsed_pairs") == 0 else inc["auroc"],
                     "parse": parse, "margin_random": margin(mg.get("random_matched") or mg.get("random_unit")),
                     "random_kind": "matched" if "random_matched" in mg else ("unit-norm" if "random_unit" in mg else ""),
                     "margin_observer": margin(mg.get("observer")),
-                    "claim_level": c.get("claim", {}).get("level"),
+                    "claim_level": c.get("claim", {}).get("level"), "inclusive_parsed_pairs": inc.get("parsed_pairs"),
                     "model_revision": c["cell"].get("model_revision"), "quantized": bool(c["cell"].get("quantized")),
                     "identity": labels[identity.of(c["cell"])]})
     return out
+
+
+def _inclusive(r: dict) -> str:
+    if r.get("inclusive_parsed_pairs") == 0:
+        return f"{NO_PARSED} ({r['inclusive_pairs']} pairs, every row unparsed)"
+    return f"{num(r['inclusive_dprime'])} / {num(r['inclusive_auroc'])} ({r['inclusive_pairs']})"
 
 
 def to_markdown(result: dict) -> str:
@@ -68,14 +76,14 @@ def to_markdown(result: dict) -> str:
           "|---|---|---|---|---|---|---|---|---|"]
     for r in detection_rows(result):
         L.append(f"| {esc(r['identity'])} | {esc(r['cell'])} | {r['pairs']} | {num(r['dprime'])} {r['dprime_ci']} | "
-                 f"{num(r['auroc'])} {r['auroc_ci']} | {num(r['bh_q'])} | {num(r['inclusive_dprime'])} / "
-                 f"{num(r['inclusive_auroc'])} ({r['inclusive_pairs']}) | {esc(r['parse'])} | {esc(r['excluded'])} |")
-    L += ["", "Pooled (labelled pools, for precision only):", ""]
+                 f"{num(r['auroc'])} {r['auroc_ci']} | {num(r['bh_q'])} | {_inclusive(r)} | {esc(r['parse'])} | {esc(r['excluded'])} |")
+    L += ["", "### Pooled (labelled pools, for precision only)", ""]
     for p in result["pooled"]:
         c = p["complete"]
         L.append(f"- {esc(p['pool'])}: {c['pairs']} pairs, d' = {num(c['dprime'])} {ci(c['dprime_ci'])}, "
-                 f"AUROC = {num(c['auroc'])} {ci(c['auroc_ci'])}; inclusive coding d' = {num(p['inclusive']['dprime'])} "
-                 f"(shift {num(p['shift_inclusive_minus_complete'])})")
+                 f"AUROC = {num(c['auroc'])} {ci(c['auroc_ci'])}; inclusive coding d' = "
+                 + (NO_PARSED if p["inclusive"].get("parsed_pairs") == 0 else
+                    f"{num(p['inclusive']['dprime'])} (shift {num(p['shift_inclusive_minus_complete'])})"))
     note = result.get("all_models_pool")
     if note:
         L.append(f"- all-models pools: {', '.join(esc(f) for f in note['formed']) or 'none'} ({esc(note['reason'])})")
@@ -152,7 +160,7 @@ def to_markdown(result: dict) -> str:
                     L.append(f"  - {tag}: {esc(it)}")
             if rho:
                 L.append(f"  - extraction ratio rho = {num(rho.get('rho'))} {ci(rho.get('ci'))} {esc(rho.get('reason', ''))}")
-    return "\n".join(L) + "\n"
+    return "\n".join(drop_empty_sections(L)) + "\n"
 
 
 def _write_csv(path: Path, rows: list[dict], empty_fields: list[str]) -> None:

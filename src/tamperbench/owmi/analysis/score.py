@@ -60,7 +60,9 @@ def load_runs(paths: Sequence[str | Path]) -> tuple[list[dict], list[dict], list
                 raise UserError(f"RUN: {p} holds neither OWMI runs (owmi_runs) nor anchors (owmi_anchors)")
         finally:
             store.close()
-    return rows, anchors, excluded
+    from tamperbench.owmi.analysis.observers import join_subject
+
+    return join_subject(rows), anchors, excluded
 
 
 def group_cells(rows: list[dict], fields=CELL_FIELDS) -> dict[tuple, list[dict]]:
@@ -68,6 +70,18 @@ def group_cells(rows: list[dict], fields=CELL_FIELDS) -> dict[tuple, list[dict]]
     for r in rows:
         out[tuple(identity.value(r, f) for f in fields)].append(r)
     return dict(sorted(out.items(), key=lambda kv: tuple(map(str, kv[0]))))
+
+
+def parsed_pairs(rows: list[dict], a: str, controls: Sequence[str]) -> int:
+    """Pairs holding an ``a`` row and a control row of which at least one parsed: the pairs the inclusive
+    coding (D.4) scores on evidence. With none, its numbers are made only of unparsed rows coded as 0 and
+    the outputs say "no parsed pairs" instead of printing them."""
+    by: dict[str, dict[str, bool]] = defaultdict(dict)
+    for r in rows:
+        side = "a" if r["condition"] == a else ("c" if r["condition"] in controls else None)
+        if side:
+            by[r["pair_id"]][side] = by[r["pair_id"]].get(side, False) or bool(r.get("parse_ok"))
+    return sum(1 for v in by.values() if len(v) == 2 and (v["a"] or v["c"]))
 
 
 def _fmt_ci(d: dict) -> list[float]:
@@ -78,7 +92,8 @@ def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
     """Both codings, parse rates, control margins, equivalence bound for one cell (or a pool)."""
     from tamperbench.stats.bootstrap import detection_bootstrap, mean_bootstrap
     from tamperbench.stats.equivalence import equivalence_bound
-    from tamperbench.stats.pairs import control_margin, paired_detection, parse_rates
+    from tamperbench.owmi.analysis.observers import tier_parse_rates
+    from tamperbench.stats.pairs import control_margin, paired_detection
 
     own = [r for r in rows if r["condition"] != "observer"]
     entry: dict = {"runs": len(rows)}
@@ -92,6 +107,7 @@ def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
                          "margin": b["margin"]["estimate"], "margin_ci": _fmt_ci(b["margin"]),
                          "hit_rate": float(np.mean(p["y_a"])) if p["y_a"] else None,
                          "false_alarm_rate": float(np.mean(p["y_b"])) if p["y_b"] else None}
+    entry["inclusive"]["parsed_pairs"] = parsed_pairs(own, "intervention", ("sham",))
     c = entry["complete"]
     se = c["auroc_se"]
     c["p_value"] = (float(2 * norm.sf(abs(c["auroc"] - 0.5) / se)) if se and np.isfinite(se) and se > 0
@@ -99,7 +115,7 @@ def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
     c["equivalence"] = (equivalence_bound(c["auroc"], se if np.isfinite(se) else 0.0, ALPHAS) if c["pairs"] else [])
     entry["shift_inclusive_minus_complete"] = (entry["inclusive"]["dprime"] - c["dprime"]
                                                if c["pairs"] and entry["inclusive"]["pairs"] else None)
-    entry["parse_rates"] = parse_rates(rows, by=["condition"])
+    entry["parse_rates"] = tier_parse_rates(rows)
     margins = {}
     for label, conds in (("random_matched", "random_matched"), ("random_unit", "random_unit"), ("observer", ["observer"])):
         m = control_margin(rows, conds)
@@ -109,6 +125,7 @@ def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
                            if r["condition"] == "observer" and r.get("observer_tier") is not None)
             tiers = sorted(set(tiers))
             margins[label] = {"pairs": mb["n"], "estimate": mb["estimate"], "ci": list(mb["ci"]),
+                              "parsed_pairs": parsed_pairs(rows, "intervention", [conds] if isinstance(conds, str) else conds),
                               "excluded": dict(m["excluded"]), **({"observer_tiers": tiers} if label == "observer" else {})}
     entry["margins"] = margins
     return entry

@@ -1,0 +1,117 @@
+"""Audit of ``owmi score`` (issue 26 item 2) on real DuckDB run directories with hand-chosen records:
+observer tiers meet in their cell (Eq. 8), claim lines tell "no rows" from "rows, none parsed", parse
+rates per observer tier, the inclusive coding never prints numbers made only of unparsed pairs, and an
+empty section prints no header."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
+from tamperbench.store import RunStore
+from tamperbench.store.run_store import trial_key
+
+BASE = dict(cell_id="c", model="m", model_revision="subject-rev", dtype="float32", quantized=False, temperature=0.0,
+            top_p=1.0, max_new_tokens=8, benchmark="b", domain="knowledge", item_provenance="{}",
+            object_kind="resid_post", site="resid_post.1", layer=1, operator="add", dose=8.0, positions="task",
+            when="prefill", seed=0, probe_family="detection", probe_text="p", prompt_text="t", prompt_ids=[1],
+            intervened_positions=[], response="{}", finish_reason="stop", track="A", hook_scope="active")
+
+
+class _Spec(BaseModel):
+    suite: str = "owmi"
+    name: str = "audit"
+
+
+def rec(pair: int, cond: str, parsed: bool, detected: bool | None = None, tier: int | None = None, **over) -> OwmiRun:
+    d = {**BASE, **over}
+    return OwmiRun(**d, key=trial_key([pair, cond, tier, d["probe_family"], d["track"]]), pair_id=f"p{pair}",
+                   item_id=f"i{pair}", condition=cond, observer_tier=tier, parse_ok=parsed,
+                   detected=detected if parsed else None, graded=(float(detected) if parsed else None))
+
+
+def score(tmp_path, records):
+    from tamperbench.owmi.analysis.profile import score_runs
+
+    run = tmp_path / "run"
+    store = RunStore.open(run, _Spec())
+    store.ensure_table(RUNS_TABLE, OwmiRun)
+    store.write(RUNS_TABLE, records)
+    store.close()
+    return score_runs([run], n_boot=50, dose_boot=10)
+
+
+def _markdown(result):
+    from tamperbench.owmi.analysis.render import to_markdown
+
+    return to_markdown(result)
+
+
+@pytest.fixture
+def tiers(tmp_path):
+    """Six pairs; the tier-2 rows carry the observer's revision as the old runner wrote them."""
+    rs = []
+    for p in range(6):
+        rs += [rec(p, "intervention", True, p % 2 == 0), rec(p, "sham", True, p % 3 == 0),
+               rec(p, "observer", True, False, tier=1),
+               rec(p, "observer", True, True, tier=2, model_revision="observer-rev"),
+               rec(p, "observer", True, False, tier=3)]
+    return score(tmp_path, rs)
+
+
+def test_every_observer_tier_sits_in_the_subjects_cell(tiers):
+    det = [c for c in tiers["cells"] if c["cell"]["probe_family"] == "detection"]
+    assert len(det) == 1 and det[0]["cell"]["model_revision"] == "subject-rev"
+    obs = det[0]["detection"]["margins"]["observer"]
+    assert obs["observer_tiers"] == [1, 2, 3]
+    # Eq. 8: tier 2 says yes on every pair, so the max over tiers is 1 and the margin is s_int - 1
+    assert obs["estimate"] == pytest.approx(sum(float(p % 2 == 0) - 1.0 for p in range(6)) / 6)
+
+
+def test_parse_rates_per_observer_tier(tmp_path):
+    rs = []
+    for p in range(4):
+        rs += [rec(p, "intervention", True, True), rec(p, "sham", True, False),
+               rec(p, "observer", False, tier=1), rec(p, "observer", True, False, tier=3)]
+    r = score(tmp_path, rs)
+    md = _markdown(r)
+    assert "observer tier 1 (same model) 0/4" in md and "observer tier 3 (classifier: always parses) 4/4" in md
+    assert "observer 4/8" not in md
+
+
+def test_claim_tells_no_rows_from_rows_none_parsed(tmp_path):
+    rs = []
+    for p in range(4):
+        rs += [rec(p, "intervention", True, True), rec(p, "sham", True, False), rec(p, "random_matched", False)]
+    claim = [c for c in score(tmp_path, rs)["cells"] if c["cell"]["probe_family"] == "detection"][0]["claim"]
+    lines = claim["not_measured"]
+    assert "margin over the random-matched control above zero: 4 random-direction rows, none parsed" in lines
+    assert "margin over the observer bound above zero: no observer rows" in lines
+
+
+def test_inclusive_coding_of_unparsed_pairs_says_so(tmp_path):
+    rs = []
+    for p in range(4):
+        rs += [rec(p, "intervention", False), rec(p, "sham", False)]
+    md = _markdown(score(tmp_path, rs))
+    assert "no parsed pairs (4 pairs, every row unparsed)" in md
+    assert "0.0000 / 0.5000" not in md
+
+
+def test_empty_section_prints_no_header(tiers):
+    md = _markdown(tiers)
+    assert "## Verbalised confidence" not in md  # no confidence cell, no parsed confidence
+    assert "## Detection against paired sham" in md
+
+
+def test_decay_names_track_cs_system_message_as_the_engine_sets_it():
+    """Track C runs with no system message by default (``track_c_system='none'``): the decay module's
+    path text used to say the introspection system prompt was still there."""
+    from tamperbench.owmi.analysis import decay
+    from tamperbench.owmi.spec import quick_spec
+
+    spec = quick_spec(tracks=["A", "C"])
+    assert spec.track_c_system == "none" and spec.frame("C") == "neutral"
+    text = decay.__doc__ + decay.TRACK_PATHS["C"]["path"]
+    assert "still names introspection" not in text and "no system message" in decay.TRACK_PATHS["C"]["path"]
