@@ -102,7 +102,6 @@ def generate(backend, calls: list[list[str]], *, max_new_tokens: int, share: boo
     Rows: as the quote runner sizes them (``BY_MEMORY``), the same in both modes."""
     from contextlib import nullcontext
 
-    from tamperbench.models.generate import rows_from_memory
 
     gens, stats = [], {}
     old = os.environ.get(ATTENTION_ENV)
@@ -113,7 +112,7 @@ def generate(backend, calls: list[list[str]], *, max_new_tokens: int, share: boo
             t0, c0 = time.perf_counter(), time.process_time()
             for call in calls:
                 convs = [[{"role": "user", "content": p}] for p in call]
-                with rows_from_memory(backend) if BY_MEMORY else nullcontext():
+                with backend.rows_from_memory() if BY_MEMORY else nullcontext():
                     gens += backend.generate_chat(convs, max_new_tokens=max_new_tokens, progress=False,
                                                   share_prefix=share)
                 for k, v in backend.generation_stats.items():

@@ -7,37 +7,11 @@ the batch size or on its neighbours in the batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 import torch
 
 from tamperbench.models.protocols import GenerationProgress, ProgressListener
-
-
-@contextmanager
-def rows_from_memory(backend) -> Iterator[None]:
-    """Inside the block, a generation call decodes as many of its prompts at once as memory allows
-    (models/memory.py), not at most the backend's load-time batch size.
-
-    Why: that batch size (64 on CPU unless ``--batch-size`` says otherwise) is a guess made before any
-    prompt is known, and a call of more prompts than it decoded the rest as a second wave: Exact
-    Words' ``standard`` preset (74 prompts) paid about 96 more steps' fixed cost (the weights read
-    again) for 16 rows, 10 s of a 60 s run. The quote runner opens this when the user gave no
-    ``--batch-size`` (an explicit one is kept as the cap); greedy tokens do not depend on the rows."""
-    with _backend_attr(backend, "_rows_from_memory", True):
-        yield
-
-
-@contextmanager
-def _backend_attr(backend, name: str, value) -> Iterator[None]:
-    """``backend.<name> = value`` inside the block (``run_generation`` reads it), restored after."""
-    prev = getattr(backend, name, None)
-    setattr(backend, name, value)
-    try:
-        yield
-    finally:
-        setattr(backend, name, prev)
 
 
 def _sample(logp: torch.Tensor, temperature: float, gens: list[torch.Generator]) -> list[int]:
@@ -79,7 +53,7 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
         private_len, shared_tokens = queue.split_lengths()
         padded_tokens = queue.padded_tokens()
     cap = max(1, len(prompts))
-    if not getattr(backend, "_rows_from_memory", False):  # see rows_from_memory
+    if not getattr(backend, "_rows_from_memory", False):  # see HFBackend.rows_from_memory
         cap = min(backend.max_batch_size, cap)
     rows = generation_batch(backend.model, backend.device, prompt_len=max(map(len, prompts), default=1),
                             new_tokens=max_new_tokens, cap=cap,

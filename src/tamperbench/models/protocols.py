@@ -22,8 +22,8 @@ from pydantic import BaseModel
 from tamperbench.errors import UserError
 
 __all__ = [
-    "Capability", "ChatBackend", "Generation", "GenerationProgress", "HookBackend", "ProgressListener",
-    "ScoringBackend", "StepBackend", "capabilities", "ensure_fits", "require",
+    "Capability", "ChatBackend", "Generation", "GenerationProgress", "HookBackend", "MemoryRowsBackend",
+    "ProgressListener", "ScoringBackend", "StepBackend", "capabilities", "ensure_fits", "require",
 ]
 
 
@@ -117,6 +117,15 @@ class HookBackend(Protocol):
     def capturing(self, sites: Sequence[str]) -> AbstractContextManager[dict[str, list[Any]]]: ...
 
 
+@runtime_checkable
+class MemoryRowsBackend(Protocol):
+    """Inside ``rows_from_memory()``, a generation call decodes as many of its prompts at once as
+    memory allows (models/memory.py), not at most the load-time batch size: a local model sizes its
+    rows itself. The quote runner opens it when the user gave no ``--batch-size``."""
+
+    def rows_from_memory(self) -> AbstractContextManager[None]: ...
+
+
 class Capability(str, Enum):
     """Capability names, with the protocol that checks each and the advice when one is missing."""
 
@@ -124,11 +133,13 @@ class Capability(str, Enum):
     SCORE = "teacher-forced scoring"
     STEP = "step decoding (in-process engine)"
     HOOKS = "hooks and activation capture"
+    MEMORY_ROWS = "rows sized by free memory"
 
     @property
     def protocol(self) -> type:
         return {Capability.CHAT: ChatBackend, Capability.SCORE: ScoringBackend,
-                Capability.STEP: StepBackend, Capability.HOOKS: HookBackend}[self]
+                Capability.STEP: StepBackend, Capability.HOOKS: HookBackend,
+                Capability.MEMORY_ROWS: MemoryRowsBackend}[self]
 
     @property
     def instead(self) -> str:
@@ -137,6 +148,7 @@ class Capability(str, Enum):
             Capability.SCORE: "use a local model (embedded, a directory, a .gguf file or org/name)",
             Capability.STEP: "use a local model or the black-box engine",
             Capability.HOOKS: "use a local model (embedded, a directory, a .gguf file or org/name)",
+            Capability.MEMORY_ROWS: "give --batch-size, or use a local model",
         }[self]
 
 

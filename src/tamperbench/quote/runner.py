@@ -21,7 +21,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from rich.console import Console
 
 from tamperbench.errors import UserError
-from tamperbench.models.protocols import GenerationProgress
+from tamperbench.models.protocols import GenerationProgress, MemoryRowsBackend
 from tamperbench.quote.items import DATA_DIR, Item, build_prompt, document_for, load_items
 from tamperbench.quote.scorer import score_response
 from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
@@ -155,8 +155,6 @@ def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[F
     trials together (:func:`generation_calls`), one seed per repeat; yield each call as it finishes. A record stores its position and chunk size (seeds depend on them).
     ``live`` gets ``{"tokens", "seconds"}`` (decoded so far in this ``work``) after every decoding step
     of a backend that reports it (``generate_chat``'s ``progress`` listener), for the bar's ETA."""
-    from tamperbench.models.generate import rows_from_memory  # torch: imported when work runs
-
     backend, spec = ctx.backend, ctx.spec
     pid = backend.provenance.id
     bs, keep_documents, by_memory = call_size(backend, spec.batch_size)
@@ -169,7 +167,7 @@ def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[F
 
     for repeat in sorted({t.repeat for t in trials}):
         for chunk in generation_calls([t for t in trials if t.repeat == repeat], bs, keep_documents=keep_documents):
-            with rows_from_memory(backend) if by_memory else nullcontext():
+            with backend.rows_from_memory() if by_memory else nullcontext():
                 gens = backend.generate_chat([[{"role": "user", "content": t.prompt}] for t in chunk],
                                              max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
                                              seed=spec.seed + repeat, progress=listen if live is not None else None)
@@ -191,12 +189,12 @@ def call_size(backend, batch_size: int | None) -> tuple[int, bool, bool]:
     call; a remote one (each request alone) keeps calls of its batch size, so a server dying mid-run
     loses at most one call's answers (each call is one commit). A local one without ``--batch-size``
     packs documents into calls of up to ``MAX_CALL_BATCHES`` load-time batches and decodes each call's
-    rows at once as far as memory allows (models/generate.py, rows_from_memory): the ``standard``
+    rows at once as far as memory allows (the ``MemoryRowsBackend`` capability, models/protocols.py): the ``standard``
     preset's 74 trials are one call of 74 rows, not 58 rows and then 16 (each wave pays every step's
     fixed cost). An explicit ``--batch-size`` stays the cap on both."""
     bs = max(1, int(backend.max_batch_size))
     keep = callable(getattr(backend, "prefix_memory", None))
-    by_memory = keep and batch_size is None
+    by_memory = keep and batch_size is None and isinstance(backend, MemoryRowsBackend)
     return (MAX_CALL_BATCHES * bs if by_memory else bs), keep, by_memory
 
 

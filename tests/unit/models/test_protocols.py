@@ -45,6 +45,35 @@ def test_chat_only_backend_is_refused_for_step_decoding_in_one_line():
                    "chat generation only; use a local model or the black-box engine")
 
 
+def test_quote_decodes_by_memory_only_on_a_backend_with_the_capability():
+    """Issue 28 item 5: ``rows_from_memory`` is a capability (``MemoryRowsBackend``), not a flag the
+    quote runner reads: a backend without it keeps the load-time batch as the cap."""
+    from contextlib import contextmanager
+
+    from tamperbench.models.protocols import MemoryRowsBackend
+    from tamperbench.quote.runner import MAX_CALL_BATCHES, call_size
+
+    class PrefixOnly(ChatOnly):
+        max_batch_size = 8
+
+        @contextmanager
+        def prefix_memory(self, fraction=0.1):
+            yield None
+
+    class Local(PrefixOnly):
+        @contextmanager
+        def rows_from_memory(self):
+            yield
+
+    assert not isinstance(PrefixOnly(), MemoryRowsBackend) and isinstance(Local(), MemoryRowsBackend)
+    assert Capability.MEMORY_ROWS in capabilities(Local()) and Capability.MEMORY_ROWS not in capabilities(PrefixOnly())
+    assert call_size(Local(), None) == (MAX_CALL_BATCHES * 8, True, True)
+    assert call_size(Local(), 8) == (8, True, False)  # an explicit --batch-size stays the cap
+    assert call_size(PrefixOnly(), None) == (8, True, False)
+    with pytest.raises(UserError, match="needs rows sized by free memory; .* give --batch-size, or use a local model"):
+        require(PrefixOnly(), Capability.MEMORY_ROWS, needed_by="this test")
+
+
 def test_ensure_fits_names_item_and_both_lengths():
     ensure_fits(100, 28, 128, "question 1")  # exactly full is fine
     with pytest.raises(UserError, match=r"question 1: prompt is 101 tokens \+ 28 new tokens = 129, past the "
