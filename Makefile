@@ -8,7 +8,7 @@ PINS := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut
 STAMP := $(VENV)/.installed-$(PINS)
 DEMO_OUT ?= runs/demo
 
-.PHONY: install demo test test-fast lint browser docs clean-venv mutate
+.PHONY: install demo test test-fast lint browser sandbox-tools docs clean-venv mutate
 
 install: $(STAMP)
 
@@ -25,6 +25,13 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) >/dev/null 2>&1 \
 	  || echo "warning: could not install chromium; browser tests will be skipped"; }
 
+# Debian's bubblewrap: the code sandbox of `bench score` (HumanEval, MBPP) runs each program under it and
+# refuses to score code without it (unless --unsafe-no-sandbox). Its tests are skipped, saying why, without it.
+sandbox-tools:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap) >/dev/null 2>&1 \
+	  || echo "warning: could not install bubblewrap; code-sandbox tests will be skipped"; }
+
 demo: install
 	$(VENV)/bin/tamperbench demo --out $(DEMO_OUT)
 
@@ -39,7 +46,7 @@ lint: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
 
-test: install browser lint docs
+test: install browser sandbox-tools lint docs
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 # Optional, not CI: the fast tier (no model, no browser) on both cores with pytest-xdist (installed here on

@@ -48,6 +48,18 @@ def embedded_tokenizer(embedded_backend):
     return embedded_backend.tokenizer
 
 
+@pytest.fixture
+def bwrap_sandbox():
+    """The code sandbox's isolation layer (bubblewrap); the test is skipped, naming why, where it cannot run.
+    ``make test`` installs it (the Makefile's sandbox-tools target), as it installs chromium for the browser tests."""
+    from tamperbench.bench.scoring import bwrap
+
+    found = bwrap.probe()
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
+
+
 MODEL_FIXTURES = {"embedded_backend", "embedded_tokenizer"}
 
 

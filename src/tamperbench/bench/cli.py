@@ -77,35 +77,6 @@ def check(
     typer.echo(f"{loaded.adapter.name}: {len(loaded.items)} item(s) valid from {len(loaded.sources)} source(s)", err=True)
 
 
-def _parse_answers(lines: list[str], by_id: dict, name: str) -> tuple[list[tuple[int, object, str]], list[tuple[int, str]]]:
-    good, problems = [], []
-    for line_no, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            problems.append((line_no, f"not valid JSON ({err.msg})"))
-            continue
-        if not isinstance(row, dict):
-            problems.append((line_no, "expected a JSON object {item_id, response}"))
-            continue
-        missing = [k for k in ("item_id", "response") if k not in row]
-        if missing:
-            problems.append((line_no, f"missing field {missing[0]!r}"))
-            continue
-        item_id, response = row["item_id"], row["response"]
-        if not isinstance(response, str):
-            problems.append((line_no, f"field 'response' must be a string, got {type(response).__name__}"))
-            continue
-        item = by_id.get(str(item_id)) or by_id.get(f"{name}/{item_id}")
-        if item is None:
-            problems.append((line_no, f"unknown item_id {item_id!r}"))
-            continue
-        good.append((line_no, item, response))
-    return good, problems
-
-
 @app.command()
 def score(
     name: Annotated[str, typer.Argument(help="Adapter name (see `tamperbench bench list`).")],
@@ -116,28 +87,32 @@ def score(
     timeout: Annotated[float, typer.Option("--timeout", help="Code benchmarks: seconds per program.")] = 10.0,
     memory_mb: Annotated[int, typer.Option("--memory-mb", help="Code benchmarks: address-space limit.")] = 1024,
     workers: Annotated[int, typer.Option("--workers", help="Code benchmarks: programs run at once.")] = 2,
+    unsafe_no_sandbox: Annotated[bool, typer.Option(
+        "--unsafe-no-sandbox", help="Code benchmarks: run the programs without bubblewrap (rlimits and an audit "
+                                    "hook only; they can then read and write your files). Every verdict records it.")] = False,
 ) -> None:
-    """Score answers produced elsewhere by the benchmark's own rule; bad lines are reported and skipped."""
+    """Score answers produced elsewhere by the benchmark's own rule; bad lines are reported and skipped.
+
+    Code benchmarks (HumanEval, MBPP) run each program under bubblewrap and refuse without it."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from tamperbench.bench.answers import parse_answers, read_answer_lines
     from tamperbench.bench.load import load
-    from tamperbench.bench.scoring.sandbox import Limits
+    from tamperbench.bench.scoring.sandbox import Limits, isolation_name
     from tamperbench.bench.scoring.score import score as score_one
 
-    if not answers.is_file():
-        raise UserError(f"{answers}: no such file")
-    if timeout <= 0 or memory_mb < 64 or workers < 1:
-        raise UserError("--timeout must be > 0, --memory-mb >= 64 and --workers >= 1")
+    if not (0 < timeout <= 3600) or not (64 <= memory_mb <= 1 << 20) or not (1 <= workers <= 256):
+        raise UserError("--timeout must be in (0, 3600], --memory-mb in [64, 1048576] and --workers in [1, 256]")
     loaded = load(name, data, fixture=fixture)
+    limits = Limits(timeout_s=timeout, memory_mb=memory_mb, sandboxed=not unsafe_no_sandbox)
+    sandbox = isolation_name(limits) if loaded.adapter.scoring == "code_tests" else None  # refuses without bwrap
+    lines, problems = read_answer_lines(answers)
     by_id = {it.id: it for it in loaded.items}
-    try:
-        lines = answers.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise UserError(f"{answers}: not UTF-8 text") from None
-    good, problems = _parse_answers(lines, by_id, loaded.adapter.name)
+    good, bad = parse_answers(lines, by_id, loaded.adapter.name)
+    del lines
+    problems = sorted(problems + bad)
     for line_no, msg in problems:
         typer.echo(f"{answers}:{line_no}: {msg}", err=True)
-    limits = Limits(timeout_s=timeout, memory_mb=memory_mb)
     with ThreadPoolExecutor(max_workers=workers) as pool:  # code runs in child processes; threads only wait
         verdicts = list(pool.map(lambda g: score_one(g[1], g[2], limits), good))
     rows = []
@@ -154,6 +129,6 @@ def score(
     mean = f"{sum(scored) / len(scored):.4f}" if scored else "n/a"
     typer.echo(f"scored {len(rows)} answer(s) with {loaded.adapter.scoring}: mean score {mean} over {len(scored)}, "
                f"unparsed {sum(not v.parse_ok for v in verdicts)}, skipped {len(problems)}"
-               + (f", verdicts in {out}" if out else ""), err=True)
+               + (f", sandbox: {sandbox}" if sandbox else "") + (f", verdicts in {out}" if out else ""), err=True)
     if problems:
         raise typer.Exit(1)

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXE = str(Path(sys.executable).parent / "tamperbench")
 FIXTURES = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "bench" / "fixtures"
 
@@ -94,6 +96,7 @@ def test_score_answers_made_elsewhere(tmp_path, tb_inprocess):
     assert all(v["provenance"]["sha256"] and v["scoring"] == "mc_letter_exact" for v in verdicts)
 
 
+@pytest.mark.usefixtures("bwrap_sandbox")
 def test_score_code_in_the_sandbox(tmp_path):
     answers = tmp_path / "a.jsonl"
     answers.write_text("\n".join([

@@ -34,6 +34,7 @@ def test_loads_the_164_shipped_problems(problems):
     assert {p.provenance.sha256 for p in problems} == {digest}
 
 
+@pytest.mark.usefixtures("bwrap_sandbox")
 def test_all_canonical_solutions_pass_and_a_wrong_one_fails(problems):
     limits = Limits(timeout_s=20)
     with ThreadPoolExecutor(max_workers=2) as pool:

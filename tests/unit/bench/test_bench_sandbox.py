@@ -1,4 +1,6 @@
-"""The code sandbox: timeout kill, no network, memory limit, temporary working directory."""
+"""The code sandbox: timeout kill, no network, memory limit, temporary working directory.
+
+Hostile programs (host files, processes, signals, early exits, output floods): test_sandbox_escape.py."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import time
 
 import pytest
 
-from tamperbench.bench.scoring.sandbox import Limits, netns_available, run_program
+from tamperbench.bench.scoring.sandbox import UNSAFE, Limits, run_program
+
+pytestmark = pytest.mark.usefixtures("bwrap_sandbox")  # skipped, saying why, without bubblewrap
 
 
 @pytest.fixture
@@ -57,13 +61,15 @@ def test_network_refused(listening_port):
     assert raw.status == "failed" and "PermissionError: sandbox: socket.connect is not allowed" in raw.stderr
 
 
-@pytest.mark.skipif(not netns_available(), reason="unshare -n is not available here (needs root and CAP_SYS_ADMIN)")
 def test_network_namespace_alone_refuses(listening_port):
-    """With the audit hook switched off, the fresh network namespace still blocks the connection."""
+    """With the audit hook switched off, bubblewrap's empty network namespace still blocks the connection
+    (and without the sandbox the same program connects: the control, so the refusal is the namespace's)."""
     result = run_program(CONNECT.format(port=listening_port), Limits(timeout_s=20, audit_hook=False))
-    assert result.network_isolation == "netns+audit"
+    assert result.isolation.startswith("bubblewrap")
     assert result.status == "failed" and "connected" not in result.stdout
     assert "OSError" in result.stderr or "Network is unreachable" in result.stderr or "refused" in result.stderr
+    unsafe = run_program(CONNECT.format(port=listening_port), Limits(timeout_s=20, audit_hook=False, sandboxed=False))
+    assert unsafe.isolation == UNSAFE and unsafe.status == "passed" and "connected" in unsafe.stdout
 
 
 def test_infinite_loop_killed_at_timeout():
@@ -98,15 +104,21 @@ def test_the_program_meets_every_resource_limit_hard_and_soft():
 
 
 def test_processes_refused_and_workdir_is_temporary():
-    result = run_program("import subprocess\nsubprocess.run(['true'])\n", Limits(timeout_s=20))
-    assert result.status == "failed" and "subprocess.Popen is not allowed" in result.stderr
-    where = run_program("import os\nprint(os.getcwd())\nopen('scratch.txt', 'w').write('x')\n", Limits(timeout_s=20))
-    assert where.status == "passed"
-    workdir = where.stdout.strip()
-    assert "tb-sandbox-" in workdir
+    result = run_program("import os\nos.posix_spawn('/bin/true', ['true'], {})\n", Limits(timeout_s=20))
+    assert result.status == "failed" and "os.posix_spawn is not allowed" in result.stderr
+    # the working directory is the sandbox's own tmpfs: a file written there never reaches the host's /tmp
+    name = f"tb-scratch-{time.time_ns()}.txt"
+    where = run_program(f"import os\nprint(os.getcwd())\nopen({name!r}, 'w').write('x')\n", Limits(timeout_s=20))
+    assert where.status == "passed" and where.stdout.strip() == "/tmp"
     import os
 
-    assert not os.path.exists(workdir)  # removed afterwards
+    assert not os.path.exists(f"/tmp/{name}")
+    # unsandboxed (--unsafe-no-sandbox): a fresh host folder, removed afterwards
+    unsafe = run_program("import os\nprint(os.getcwd())\nopen('scratch.txt', 'w').write('x')\n",
+                         Limits(timeout_s=20, sandboxed=False))
+    workdir = unsafe.stdout.strip()
+    assert unsafe.status == "passed" and "tb-sandbox-" in workdir
+    assert not os.path.exists(workdir)
 
 
 def test_passing_and_failing_programs():

@@ -102,6 +102,7 @@ def test_math_boxed_hendrycks_normalisation():
     assert last.correct is True and last.parsed == "4"  # the LAST boxed answer counts
 
 
+@pytest.mark.usefixtures("bwrap_sandbox")
 def test_humaneval_fixture():
     it = _item("humaneval", 0)
     assert score(it, it.tests.reference).correct is True
@@ -115,6 +116,7 @@ def test_humaneval_fixture():
     assert whole.correct is True and whole.detail["assembly"] == "prompt+function"
 
 
+@pytest.mark.usefixtures("bwrap_sandbox")
 def test_mbpp_fixture():
     it = _item("mbpp", 1)  # is_not_prime
     assert score(it, it.tests.reference).correct is True

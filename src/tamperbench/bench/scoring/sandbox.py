@@ -1,41 +1,47 @@
-"""Run untrusted code (a model's program plus the benchmark's tests) in a limited subprocess.
+"""Run untrusted code (a model's program plus the benchmark's tests) in a sandbox.
 
-Limits, all in force before the program runs any of its code:
+Layers, all in force before the program runs any of its code:
 
-- wall-clock timeout: the whole process group is SIGKILLed (an infinite loop cannot outlive it);
-- CPU seconds (RLIMIT_CPU), address space (RLIMIT_AS), file size (RLIMIT_FSIZE), open files;
-- no network: a fresh network namespace via ``unshare -n`` when we are root and it works here,
-  and in every case an audit hook in the child that refuses socket use and process creation
-  (see ``_sandbox_child.py``);
-- a fresh temporary working directory, removed afterwards; ``python -I`` (no user site,
-  no PYTHON* environment), a minimal environment.
+- isolation: bubblewrap (bwrap.py says what the program can and cannot see). Required: without it
+  :func:`run_program` raises :class:`~tamperbench.bench.scoring.bwrap.SandboxUnavailable`, unless
+  ``Limits(sandboxed=False)`` (the CLI's ``--unsafe-no-sandbox``), which every result then names;
+- wall-clock timeout: the whole sandbox is SIGKILLed (outer ``bwrap``'s process group; its PID namespace dies
+  with it), and reading stops there: a child holding the output pipes cannot stretch the timeout;
+- output: at most ``output_mb`` is read from stdout and stderr together; past that the sandbox is killed
+  (status 'output_limit') and only the last :data:`TAIL` bytes of each are kept in memory;
+- CPU seconds (RLIMIT_CPU), address space (RLIMIT_AS), file size (RLIMIT_FSIZE), open files, set by the
+  child itself (``_sandbox_child.py``), and an audit hook there refusing sockets, process creation and
+  signals: defence in depth behind the isolation layer;
+- a pass must be earned: the parent sends the child a random nonce on stdin; the child prints it only when the
+  program (its tests last) ran to its end without raising. ``sys.exit(0)`` or ``os._exit(0)`` before the tests
+  exits 0 without the nonce: status 'incomplete', not 'passed'.
 
-WHY the child sets its own resource limits (``_sandbox_child.py``, first thing, before the program is
-read) rather than a ``preexec_fn`` in the parent: a ``preexec_fn`` forces ``fork()``, which copies the
-parent's page tables, and the parent is often a process with torch and a model loaded. Measured here
-with torch imported in the parent: 64 ms a HumanEval program with the ``preexec_fn``, about half
-without it, where ``subprocess`` can ``vfork()``. The limits the program meets are the same, and they
-are in force before any of its code runs (tests/unit/bench/test_bench_sandbox.py reads them back).
+WHY the child sets its own resource limits rather than a ``preexec_fn`` in the parent: a ``preexec_fn`` forces
+``fork()``, which copies the parent's page tables (often a process with torch and a model loaded); without
+it ``subprocess`` can ``vfork()``: measured here 64 ms a HumanEval program with it, about half without.
 
-``status`` is 'passed' (exit 0), 'failed' (non-zero exit: an assertion or an exception),
-'timeout' (killed at the wall-clock limit) or 'killed' (a signal, e.g. the CPU or memory limit).
+``status``: 'passed' (exit 0 and the nonce), 'incomplete' (exit 0 without the nonce), 'failed' (non-zero exit:
+an assertion or an exception), 'timeout', 'output_limit', or 'killed' (a signal, e.g. the CPU limit).
 """
 
 from __future__ import annotations
 
-import functools
 import os
+import secrets
+import selectors
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tamperbench.bench.scoring import bwrap
+
 CHILD = Path(__file__).with_name("_sandbox_child.py")
-TAIL = 2000
+TAIL = 2000  # bytes of stdout and of stderr kept (the end: where a traceback or the nonce is)
+UNSAFE = "none (--unsafe-no-sandbox): rlimits and audit hook only"
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,10 @@ class Limits:
     memory_mb: int = 1024
     cpu_s: int | None = None  # default: timeout rounded up + 1
     file_mb: int = 16
-    audit_hook: bool = True  # tests turn it off to prove the network namespace alone blocks
+    output_mb: int = 16  # stdout + stderr read from the program before it is killed
+    tmpfs_mb: int = 64  # the sandbox's only writable place (/tmp)
+    audit_hook: bool = True  # tests turn it off to prove the isolation layer alone contains a program
+    sandboxed: bool = True  # False only by the user's explicit --unsafe-no-sandbox
 
 
 @dataclass(frozen=True)
@@ -54,19 +63,13 @@ class RunResult:
     wall_s: float
     stdout: str
     stderr: str
-    network_isolation: str  # 'netns+audit' or 'audit'
+    isolation: str  # e.g. 'bubblewrap 0.8.0', or UNSAFE
+    output_bytes: int = 0  # stdout + stderr bytes read (at most output_mb, plus one read)
 
 
-@functools.lru_cache(maxsize=1)
-def netns_available() -> bool:
-    """True when ``unshare -n`` works here (root with CAP_SYS_ADMIN, not blocked by the container)."""
-    exe = shutil.which("unshare")
-    if exe is None or os.geteuid() != 0:
-        return False
-    try:
-        return subprocess.run([exe, "-n", "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+def isolation_name(limits: Limits) -> str:
+    """What will isolate programs under ``limits``; raises SandboxUnavailable when that cannot be had."""
+    return bwrap.require().version if limits.sandboxed else UNSAFE
 
 
 def _rlimits(limits: Limits) -> str:
@@ -75,35 +78,146 @@ def _rlimits(limits: Limits) -> str:
     return f"--rlimits={cpu}:{limits.memory_mb * 1024 * 1024}:{limits.file_mb * 1024 * 1024}:64"
 
 
-def run_program(source: str, limits: Limits = Limits()) -> RunResult:
-    """Run ``source`` as a Python program under the limits above; never raises for the program's faults."""
-    workdir = Path(tempfile.mkdtemp(prefix="tb-sandbox-"))
-    try:
-        program = workdir / "program.py"
-        program.write_text(source, encoding="utf-8")
-        cmd = [sys.executable, "-I", str(CHILD), _rlimits(limits), *([] if limits.audit_hook else ["--no-audit"]),
-               str(program)]
-        isolation = "audit"
-        if netns_available():
-            cmd = [shutil.which("unshare") or "unshare", "-n", "--", *cmd]
-            isolation = "netns+audit"
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
-               "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=limits.timeout_s)
-            status = "passed" if proc.returncode == 0 else "killed" if proc.returncode < 0 else "failed"
-        except subprocess.TimeoutExpired:
+def _env(home: str) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+
+
+class _Reader:
+    """Read a process's stdout and stderr until both close, the process ends, the deadline or the byte cap."""
+
+    def __init__(self, proc: subprocess.Popen, cap: int):
+        self.proc, self.cap, self.total = proc, cap, 0
+        self.tails: dict[int, bytearray] = {}
+        self.sel = selectors.DefaultSelector()
+        for stream in (proc.stdout, proc.stderr):
+            assert stream is not None
+            os.set_blocking(stream.fileno(), False)
+            self.tails[stream.fileno()] = bytearray()
+            self.sel.register(stream.fileno(), selectors.EVENT_READ)
+
+    def _drain(self, fd: int) -> bool:
+        """Read what is there now; False at end of file."""
+        while True:
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            out, err = proc.communicate()
-            status = "timeout"
-        wall = time.perf_counter() - start
-        return RunResult(status, proc.returncode, wall, out.decode("utf-8", "replace")[-TAIL:],
-                         err.decode("utf-8", "replace")[-TAIL:], isolation)
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return True
+            if not chunk:
+                self.sel.unregister(fd)
+                return False
+            self.total += len(chunk)
+            tail = self.tails[fd]
+            tail += chunk
+            del tail[:-TAIL]
+            if self.total > self.cap:
+                return True
+
+    def _exited(self) -> bool:
+        """True once the process has ended (not reaped: its pid, and so its process group, stay reserved)."""
+        return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+    def run(self, deadline: float) -> str:
+        """'' when the process ended normally, else 'timeout' or 'output_limit'."""
+        while self.sel.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            for key, _ in self.sel.select(min(remaining, 0.1)):
+                self._drain(key.fd)
+                if self.total > self.cap:
+                    return "output_limit"
+            if self.sel.get_map() and self._exited():  # the program is gone; what holds the pipes is not it
+                for key in list(self.sel.get_map().values()):
+                    self._drain(key.fd)
+                break
+        return "" if self.total <= self.cap else "output_limit"
+
+    def close(self) -> None:
+        self.sel.close()
+
+
+def _status(code: int, sandboxed: bool, nonce_seen: bool) -> str:
+    if code == 0:
+        return "passed" if nonce_seen else "incomplete"
+    signalled = code < 0 or (sandboxed and code > 128)  # bwrap exits 128 + N when its command dies of signal N
+    return "killed" if signalled else "failed"
+
+
+def run_program(source: str, limits: Limits = Limits()) -> RunResult:
+    """Run ``source`` as a Python program under the limits above; never raises for the program's faults
+    (raises :class:`~tamperbench.bench.scoring.bwrap.SandboxUnavailable` when it cannot isolate it)."""
+    isolation = isolation_name(limits)
+    flags = [_rlimits(limits), *([] if limits.audit_hook else ["--no-audit"])]
+    if not limits.sandboxed:
+        workdir = Path(tempfile.mkdtemp(prefix="tb-sandbox-"))
+        try:
+            program = workdir / "program.py"
+            program.write_text(source, encoding="utf-8", errors="surrogatepass")
+            cmd = [bwrap.base_python(), "-I", "-S", str(CHILD), *flags, str(program)]
+            return _run(cmd, str(workdir), _env(str(workdir)), None, None, limits, isolation)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    exe = bwrap.require().exe
+    with tempfile.TemporaryFile() as program_file:  # unnamed; bwrap copies it in as the read-only program
+        program_file.write(source.encode("utf-8", "surrogatepass"))
+        program_file.seek(0)
+        info = os.pipe()
+        cmd = [*bwrap.bwrap_argv(exe, limits.tmpfs_mb << 20, str(CHILD), _env("/tmp"), program_file.fileno(), info[1]),
+               bwrap.base_python(), "-I", "-S", bwrap.CHILD_IN_SANDBOX, *flags, bwrap.PROGRAM_IN_SANDBOX]
+        return _run(cmd, None, {"PATH": "/usr/bin:/bin"}, program_file.fileno(), info, limits, isolation)
+
+
+def _run(cmd: list[str], cwd: str | None, env: dict[str, str], program_fd: int | None, info: tuple[int, int] | None,
+         limits: Limits, isolation: str) -> RunResult:
+    """Start ``cmd``, feed it the nonce, read its output under the limits, and leave nothing of it running.
+    ``info``, when given, is a pipe (read, write) whose write end bwrap gets as ``--info-fd``; closed here."""
+    nonce = secrets.token_hex(16)
+    start = time.perf_counter()
+    deadline = time.monotonic() + limits.timeout_s
+    pass_fds = tuple(fd for fd in (program_fd, info[1] if info else None) if fd is not None)
+    try:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds)
+    except BaseException:
+        if info:
+            os.close(info[0])
+        raise
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if info:
+            os.close(info[1])  # bwrap's copy is then the only write end: its end of file means bwrap is done with it
+    reader = _Reader(proc, limits.output_mb << 20)
+    init = None
+    try:
+        if info is not None:
+            try:
+                init = bwrap.NamespaceInit(info[0], deadline)
+            finally:
+                os.close(info[0])
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(nonce.encode() + b"\n")  # 33 bytes: fits the pipe's buffer, never blocks
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        stopped = reader.run(deadline)
+    finally:
+        if init is not None:
+            init.kill_and_wait()  # the namespace and everything in it: gone when this returns
+        try:  # the whole group: outer bwrap or, unsandboxed, the child and what it left in its group
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        reader.close()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    wall = time.perf_counter() - start
+    out, err = (bytes(tail) for tail in reader.tails.values())  # registered stdout first, then stderr
+    marker = f"\n{nonce}\n".encode()
+    seen = out.endswith(marker)
+    if seen:
+        out = out[: -len(marker)]
+    status = stopped or _status(proc.returncode, limits.sandboxed, seen)
+    return RunResult(status, proc.returncode, wall, out.decode("utf-8", "replace"),
+                     err.decode("utf-8", "replace"), isolation, reader.total)

@@ -74,8 +74,8 @@ def _code(item: BenchItem, response: str, limits: Limits) -> Verdict:
     return Verdict(item_id=item.id, benchmark=item.benchmark, scoring=item.scoring, score=float(passed),
                    correct=passed, parsed=code, parse_ok=True, gold=None,
                    detail={"status": result.status, "returncode": result.returncode, "wall_s": round(result.wall_s, 3),
-                           "assembly": program.assembly, "network_isolation": result.network_isolation,
-                           "stderr_tail": result.stderr[-500:]})
+                           "assembly": program.assembly, "sandbox": result.isolation,
+                           "output_bytes": result.output_bytes, "stderr_tail": result.stderr[-500:]})
 
 
 def _ifeval(item: BenchItem, response: str) -> Verdict:
