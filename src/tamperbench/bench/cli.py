@@ -103,6 +103,9 @@ def score(
 
     if not (0 < timeout <= 3600) or not (64 <= memory_mb <= 1 << 20) or not (1 <= workers <= 256):
         raise UserError("--timeout must be in (0, 3600], --memory-mb in [64, 1048576] and --workers in [1, 256]")
+    if out is not None and (out.is_dir() or out.is_symlink()):
+        raise UserError(f"--out: {out}: " + ("is a symbolic link; give the file itself" if out.is_symlink()
+                                              else "is a folder; give a file name"))
     loaded = load(name, data, fixture=fixture)
     limits = Limits(timeout_s=timeout, memory_mb=memory_mb, sandboxed=not unsafe_no_sandbox)
     sandbox = isolation_name(limits) if loaded.adapter.scoring == "code_tests" else None  # refuses without bwrap
@@ -123,8 +126,10 @@ def score(
     if out is None:
         typer.echo(text, nl=False)
     else:
+        from tamperbench.fsio import atomic_write
+
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        atomic_write(out, text)
     scored = [v.score for v in verdicts if v.score is not None]
     mean = f"{sum(scored) / len(scored):.4f}" if scored else "n/a"
     typer.echo(f"scored {len(rows)} answer(s) with {loaded.adapter.scoring}: mean score {mean} over {len(scored)}, "
