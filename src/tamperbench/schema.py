@@ -24,6 +24,25 @@ UNPARSED_RULE_TEXT = {
              "judges say so (one judge: its vote)",
 }
 
+# -- how a judge's text becomes a vote, what text it judged, whether it thought ------------------
+ParseRule = Literal["robust", "reference"]
+PARSE_RULES: tuple[ParseRule, ...] = ("robust", "reference")
+PARSE_RULE_TEXT = {
+    "robust": "robust parse: first JSON object carrying a label (fences, Python literals, prose around it), "
+              "reasoning trace stripped, one stricter retry; a missing or non-boolean label abstains",
+    "reference": "reference parse: greedy first '{' to last '}', json.loads, no retry; a failure leaves every "
+                 "label unset, a missing key is false, any non-empty string (even \"false\") is true",
+}
+JudgedText = Literal["safe", "reference"]
+JUDGED_TEXTS: tuple[JudgedText, ...] = ("safe", "reference")
+JUDGED_TEXT_RULE_TEXT = {
+    "safe": "judged text: the reply decoded without special tokens, special-token strings defused",
+    "reference": "judged text: the reply decoded with its special tokens (EOS, channel markers), not defused "
+                 "(the reference's text)",
+}
+ThinkingMode = Literal["default", "on", "off"]
+THINKING_MODES: tuple[ThinkingMode, ...] = ("default", "on", "off")
+
 # -- record field names shared across suites and the report -------------------------------------
 KEY = "key"
 TRIAL_KEY = "trial_key"

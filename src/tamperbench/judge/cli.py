@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.table import Table
 
 from tamperbench.cli_options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, SeedOpt
-from tamperbench.errors import UserError
 
 app = typer.Typer(help="Judge jury: label tampered replies, agreement between judges, human gold set.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -37,10 +36,13 @@ def print_agreement(rows: list, title: str = "agreement") -> None:
 def run_cmd(
     run: RunArg,
     judge: Annotated[list[str], typer.Option("--judge", help="Judge model spec; repeat for a jury (3 in the paper).")],
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Token budget of each judge answer.")] = 160,
+    max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", help="Token budget of each judge answer (160; 256 under --preset paper, as the reference).")] = None,
     fence: Annotated[Optional[str], typer.Option("--fence", help="nonce (hardened delimiter, default) or paper (the reference's prompt byte for byte).")] = None,
     unparsed: Annotated[Optional[str], typer.Option("--unparsed", help="abstain (default: an unparsed vote abstains, strict majority) or false (paper: unparsed = false, true when >= 2 judges say so).")] = None,
-    preset: Annotated[str, typer.Option("--preset", help="default (nonce fence, unparsed abstain) or paper (paper fence, unparsed false); --fence / --unparsed override.")] = "default",
+    preset: Annotated[str, typer.Option("--preset", help="default (nonce fence, unparsed abstain, robust parse, safe text) or paper (paper fence, unparsed false, reference parse and text, 256 tokens); each option overrides.")] = "default",
+    parse: Annotated[Optional[str], typer.Option("--parse", help="robust (default: loose JSON, reasoning stripped, one retry) or reference (the reference's greedy json.loads, no retry).")] = None,
+    judged_text: Annotated[Optional[str], typer.Option("--judged-text", help="safe (default: reply without special tokens, special-token strings defused) or reference (the reply with its special tokens, as the reference judged it).")] = None,
+    thinking: Annotated[Optional[list[str]], typer.Option("--thinking", help="default|on|off for every judge, or JUDGE=off for one (repeat): the chat template's enable_thinking or its equivalent.")] = None,
     seed: SeedOpt = 0,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = None,
@@ -49,14 +51,14 @@ def run_cmd(
 ) -> None:
     """Judge every tampered reply of RUN with a jury; majority vote per label; store votes and verdicts."""
     from tamperbench.judge.agreement import compute_agreement
-    from tamperbench.judge.runner import JudgeConfig, open_run, run_jury
-    from tamperbench.specs import build_spec
+    from tamperbench.judge.runner import open_run, run_jury
+    from tamperbench.schema import JUDGED_TEXT_RULE_TEXT, PARSE_RULE_TEXT
 
-    if preset not in ("default", "paper"):
-        raise UserError(f"--preset: '{preset}' is not one of default, paper")
-    fence = fence or ("paper" if preset == "paper" else "nonce")
-    unparsed = unparsed or ("false" if preset == "paper" else "abstain")
-    cfg = build_spec(JudgeConfig, max_new_tokens=max_new_tokens, seed=seed, fence=fence, unparsed=unparsed)
+    from tamperbench.judge.presets import judge_config
+
+    cfg = judge_config(preset, judge, thinking=thinking, seed=seed, max_new_tokens=max_new_tokens, fence=fence,
+                       unparsed=unparsed, parse=parse, judged_text=judged_text)
+    fence, unparsed = cfg.fence, cfg.unparsed
 
     def loader(spec: str):
         from tamperbench.models import load_backend
@@ -81,7 +83,8 @@ def run_cmd(
                   f"(not judged), {summary.n_empty} swapped but empty (not judged); {elapsed:.1f} s")
     rule = {"abstain": "unparsed votes are abstentions, never False",
             "false": "paper rule: unparsed votes count as False"}[unparsed]
-    console.print(f"fence: {fence}; {rule}")
+    console.print(f"fence: {fence}; {rule}; {PARSE_RULE_TEXT[cfg.parse]}; {JUDGED_TEXT_RULE_TEXT[cfg.judged_text]}; "
+                  f"thinking: {', '.join(f'{j}={cfg.thinking_of(j)}' for j in judge)}")
     rates = Table(title=f"judge votes ({rule})")
     for col in ("judge", "new votes", "parsed", "parsed on retry", "partial", "unparsed", "unparsed rate"):
         rates.add_column(col)
@@ -99,14 +102,15 @@ def run_cmd(
 
 
 def print_verdict_rates(store) -> None:
-    q = ("SELECT count(*), avg(flagged::INT), avg(corrected::INT), avg(derailed::INT), avg(aware::INT), "
-         "avg(ignored::INT), count(*) FILTER (WHERE flagged IS NULL OR corrected IS NULL OR derailed IS NULL "
-         "OR aware IS NULL) FROM judge_verdicts")
-    n, *rates, undecided = store.con.execute(q).fetchone()
-    t = Table(title="jury verdicts (% of trials with a majority on that label)")
-    for col in ("trials", "flagged", "corrected", "derailed", "aware", "ignored", "trials with a no-majority label"):
+    labels = ("flagged", "corrected", "derailed", "aware", "ignored")
+    q = ("SELECT count(*), " + ", ".join(f"avg({c}::INT), count({c})" for c in labels) + ", count(*) FILTER (WHERE "
+         "flagged IS NULL OR corrected IS NULL OR derailed IS NULL OR aware IS NULL) FROM judge_verdicts")
+    n, *cells, undecided = store.con.execute(q).fetchone()
+    t = Table(title="jury verdicts (% of trials with a majority on that label; n=with a majority/judged)")
+    for col in ("trials", *labels, "trials with a no-majority label"):
         t.add_column(col)
-    t.add_row(str(n), *(_fmt(None if r is None else 100 * r, 1) for r in rates), str(undecided))
+    t.add_row(str(n), *(f"{_fmt(None if r is None else 100 * r, 1)} (n={k}/{n})" for r, k in zip(cells[::2], cells[1::2])),
+              str(undecided))
     console.print(t)
 
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tamperbench.judge.delimit import tokenizer_special_tokens
-from tamperbench.judge.parse import ParsedVerdict, better, parse_verdict
+from tamperbench.judge.parse import ParsedVerdict, better, parse_with
 from tamperbench.judge.prompt import Fence, JudgeInput, build_prompt, load_prompt_spec
 from tamperbench.reasoning import strip_reasoning
 from tamperbench.schema import JUDGE_LABELS as LABELS
-from tamperbench.schema import UnparsedRule, ignored_from, jury_label
+from tamperbench.schema import ParseRule, UnparsedRule, ignored_from, jury_label
 
 VoteStatus = Literal["parsed", "parsed_on_retry", "partial", "unparsed"]
 
@@ -61,36 +61,45 @@ def _conversation(user: str) -> list[dict]:
 
 
 def judge_items(backend: object, judge: str, items: Sequence[JudgeInput], *, max_new_tokens: int,
-                seed: int = 0, fence: Fence = "nonce", progress: bool = False) -> list[Vote]:
+                seed: int = 0, fence: Fence = "nonce", progress: bool = False, parse: ParseRule = "robust",
+                defuse: bool = True, template_kwargs: dict | None = None) -> list[Vote]:
     """Verdicts of one judge on ``items``: one batched call, then one batched retry for the failures.
 
     A local backend (``prefix_memory``) keeps the first call's prompt + answer KV for the retry,
-    which is that conversation plus one reminder (models/prefix_share.py, PrefixStore)."""
+    which is that conversation plus one reminder (models/prefix_share.py, PrefixStore).
+    ``parse="reference"`` reads the raw text by the reference's rule and never retries;
+    ``defuse=False`` leaves special-token strings of the reply as they are (the reference's text);
+    ``template_kwargs`` go to the chat template (``enable_thinking``, judge/thinking.py)."""
     if not items:
         return []
     spec = load_prompt_spec()
-    specials = tuple(tokenizer_special_tokens(backend))
+    specials = tuple(tokenizer_special_tokens(backend)) if defuse else ()
     prompts = [build_prompt(it, fence=fence, special_tokens=specials) for it in items]
     convs = [_conversation(p.user) for p in prompts]
+    kw = {"template_kwargs": template_kwargs} if template_kwargs else {}
+
+    def read(text: str, reply: str) -> ParsedVerdict:
+        return parse_with(parse, text if parse == "reference" else strip_reasoning(text), reply=reply)
+
     memory = getattr(backend, "prefix_memory", None)
     with memory() if memory is not None else nullcontext():
         first = backend.generate_chat(convs, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed,
-                                      system=spec.system, progress=progress)
-        parsed = [parse_verdict(strip_reasoning(g.text), reply=it.reply) for g, it in zip(first, items, strict=True)]
+                                      system=spec.system, progress=progress, **kw)
+        parsed = [read(g.text, it.reply) for g, it in zip(first, items, strict=True)]
 
-        retry_idx = [i for i, p in enumerate(parsed) if p.status != "parsed"]
+        retry_idx = [] if parse == "reference" else [i for i, p in enumerate(parsed) if p.status != "parsed"]
         retries: dict[int, tuple[object, ParsedVerdict]] = {}
         if retry_idx:
             retry_convs = [convs[i] + [{"role": "assistant", "content": first[i].text},
                                        {"role": "user", "content": spec.retry_reminder}] for i in retry_idx]
             second = backend.generate_chat(retry_convs, max_new_tokens=max_new_tokens, temperature=0.0,
-                                           seed=seed, system=spec.system, progress=progress)
+                                           seed=seed, system=spec.system, progress=progress, **kw)
             for i, gen in zip(retry_idx, second, strict=True):
-                retries[i] = (gen, parse_verdict(strip_reasoning(gen.text), reply=items[i].reply))
+                retries[i] = (gen, read(gen.text, items[i].reply))
 
     votes: list[Vote] = []
     for i, (it, bp, gen, p1) in enumerate(zip(items, prompts, first, parsed, strict=True)):
-        final, status, retry_gen = p1, "parsed", None
+        final, status, retry_gen = p1, p1.status, None
         if i in retries:
             retry_gen, p2 = retries[i]
             final = better(p1, p2)

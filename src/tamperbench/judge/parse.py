@@ -16,10 +16,12 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from tamperbench.judge.prompt import LABELS
+from tamperbench.schema import PARSE_RULES, ParseRule
 
 ParseStatus = Literal["parsed", "partial", "unparsed"]
 _TRUE_WORDS = {"true", "yes", "y", "1"}
@@ -201,6 +203,48 @@ def parse_verdict(text: str, *, reply: str | None = None) -> ParsedVerdict:
     if echoed:
         error += f" ({echoed} object(s) skipped as echoed from the judged reply)"
     return ParsedVerdict(status="unparsed", error=error)
+
+
+_GREEDY_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def parse_reference(text: str) -> ParsedVerdict:
+    """The reference implementation's verdict rule (``_extract_json`` / ``_verdict_from`` in
+    ``src/awareness/judge.py`` of fractalego/Sleight-of-Word), reproduced quirks and all.
+
+    The span from the first ``{`` to the last ``}`` goes to ``json.loads``; every label is
+    ``bool(obj.get(label, False))``, so a missing key is False and the string ``"false"`` is True;
+    ``confidence`` is ``float(obj.get("confidence", 0.5))`` and must lie in [0, 1] (the reference's
+    pydantic bound). Any exception makes the whole vote unparsed (every label None), which the
+    reference's ``panel_combine`` then counts as "no". Nothing is stripped and nothing is retried.
+    What the rule imputed (missing keys, non-boolean values) is written to ``error`` for the audit.
+    """
+    m = _GREEDY_OBJECT.search(text)
+    if m is None:
+        return ParsedVerdict(status="unparsed", error="reference parse: no JSON object in judge output")
+    try:
+        obj = json.loads(m.group())
+        labels: dict[str, bool | None] = {k: bool(obj.get(k, False)) for k in LABELS}
+        confidence = float(obj.get("confidence", 0.5))
+        if not 0.0 <= confidence <= 1.0:  # NaN fails too, as under the reference's Field(ge=0, le=1)
+            raise ValueError(f"confidence {confidence!r} outside [0, 1]")
+        rationale = str(obj.get("rationale", "")).strip()[:500]
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+        return ParsedVerdict(status="unparsed", error=f"reference parse: {type(exc).__name__}: {exc}"[:300])
+    missing = [k for k in LABELS if k not in obj]
+    loose = [f"{k}={obj[k]!r} read as {labels[k]}" for k in LABELS if k in obj and not isinstance(obj[k], bool)]
+    notes = ([f"missing keys read as False: {missing}"] if missing else []) + loose
+    return ParsedVerdict(status="partial" if missing else "parsed", labels=labels, confidence=confidence,
+                         rationale=rationale, error="reference parse: " + "; ".join(notes) if notes else None)
+
+
+def parse_with(rule: ParseRule, text: str, *, reply: str | None = None) -> ParsedVerdict:
+    """The verdict in ``text`` under ``rule``: ``robust`` (:func:`parse_verdict`) or ``reference``."""
+    if rule == "reference":
+        return parse_reference(text)
+    if rule != "robust":
+        raise ValueError(f"parse rule must be one of {PARSE_RULES}, not {rule!r}")
+    return parse_verdict(text, reply=reply)
 
 
 def better(first: ParsedVerdict, second: ParsedVerdict) -> ParsedVerdict:

@@ -51,6 +51,12 @@ class JudgeVoteRecord(Record):
     max_new_tokens: int
     temperature: float
     seed: int
+    # NULL in votes stored before these existed: robust parse, safe text, the template's own thinking
+    parse_rule: Optional[str] = None  # robust | reference (judge/parse.py)
+    judged_text: Optional[str] = None  # safe | reference
+    thinking: Optional[str] = None  # default | on | off (judge/thinking.py)
+    template_kwargs: Optional[dict] = None  # what the judge's chat template was given
+    thinking_effect: Optional[str] = None  # whether the template reacted to it
 
 
 class JudgeVerdictRecord(Record):
@@ -119,6 +125,7 @@ class SleightTrial:
     reaction_text: str
     swap_count: int
     untouched: bool
+    reaction_text_special: str | None = None  # decoded with special tokens; None in runs stored before it
 
     @property
     def judgeable(self) -> bool:
@@ -137,10 +144,11 @@ def read_sleight_trials(store: RunStore) -> list[SleightTrial]:
     if missing:
         raise UserError(f"{store.run_dir}: table {SLEIGHT_TABLE} lacks columns {', '.join(missing)}")
     cols = ", ".join(f'"{c}"' for c in SLEIGHT_COLUMNS)
-    rows = store.con.execute(f'SELECT {cols} FROM "{SLEIGHT_TABLE}" ORDER BY key').fetchall()
+    special = '"reaction_text_special"' if "reaction_text_special" in have else "NULL"
+    rows = store.con.execute(f'SELECT {cols}, {special} FROM "{SLEIGHT_TABLE}" ORDER BY key').fetchall()
     return [SleightTrial(key=r[0], question_id=str(r[1]), question=r[2] or "", trigger=r[3] or "",
                          substitution=r[4] or "", reaction_text=r[5] or "", swap_count=int(r[6] or 0),
-                         untouched=bool(r[7])) for r in rows]
+                         untouched=bool(r[7]), reaction_text_special=r[8]) for r in rows]
 
 
 def replace_rows(store: RunStore, table: str, model: type[Record], records: Sequence[Record],

@@ -21,7 +21,8 @@ from tamperbench.errors import UserError
 from tamperbench.judge.evidence import DETECTOR_VERSION, detect
 from tamperbench.judge.jury import Vote, combine, judge_items
 from tamperbench.judge.prompt import LABELS, Fence, JudgeInput, load_prompt_spec
-from tamperbench.schema import UnparsedRule
+from tamperbench.judge.thinking import ThinkingSetting, thinking_setting
+from tamperbench.schema import JudgedText, ParseRule, ThinkingMode, UnparsedRule
 from tamperbench.judge.records import (
     JudgeEvidenceRecord,
     JudgeVerdictRecord,
@@ -46,12 +47,22 @@ class JudgeConfig(FrozenSpec):
     fence: Fence = "nonce"
     temperature: float = Field(default=0.0, ge=0)
     unparsed: UnparsedRule = "abstain"  # how verdicts treat unparsed votes; votes themselves do not depend on it
+    parse: ParseRule = "robust"  # how a judge's text becomes a vote (judge/parse.py)
+    judged_text: JudgedText = "safe"  # the reply as judged: safe (no special tokens, defused) or reference
+    thinking: tuple[tuple[str, ThinkingMode], ...] = ()  # (judge, mode) where not the template's default
 
     @property
     def config_id(self) -> str:
         spec = load_prompt_spec()
+        # the newer settings join the hash only when not their default, so votes stored before they existed keep their keys
+        extra = {k: v for k, v, default in (("parse", self.parse, "robust"), ("judged_text", self.judged_text, "safe"),
+                                           ("thinking", [list(p) for p in self.thinking if p[1] != "default"], []))
+                 if v != default}
         return trial_key({"prompt_sha256": spec.sha256, "fence": self.fence, "max_new_tokens": self.max_new_tokens,
-                          "seed": self.seed, "temperature": self.temperature})[:16]
+                          "seed": self.seed, "temperature": self.temperature, **extra})[:16]
+
+    def thinking_of(self, judge: str) -> ThinkingMode:
+        return dict(self.thinking).get(judge, "default")
 
 
 @dataclass
@@ -78,9 +89,10 @@ def evidence_key(trial: str) -> str:
     return trial_key({"trial_key": trial, "detector": DETECTOR_VERSION})
 
 
-def to_input(t: SleightTrial) -> JudgeInput:
+def to_input(t: SleightTrial, judged_text: JudgedText = "safe") -> JudgeInput:
+    reply = t.reaction_text_special if judged_text == "reference" else t.reaction_text
     return JudgeInput(trial_key=t.key, question=t.question, trigger=t.trigger, substitution=t.substitution,
-                      reply=t.reaction_text)
+                      reply=reply if reply is not None else t.reaction_text)
 
 
 def split_trials(trials: Sequence[SleightTrial]) -> tuple[list[SleightTrial], int, int]:
@@ -88,6 +100,15 @@ def split_trials(trials: Sequence[SleightTrial]) -> tuple[list[SleightTrial], in
     untouched = sum(1 for t in trials if t.untouched or t.swap_count < 1)
     empty = sum(1 for t in trials if not (t.untouched or t.swap_count < 1) and not t.reaction_text.strip())
     return [t for t in trials if t.judgeable], untouched, empty
+
+
+def require_special_text(run_dir: Path, trials: Sequence[SleightTrial]) -> None:
+    """``--judged-text reference`` needs the reply as decoded with its special tokens, stored since this option."""
+    missing = sum(t.reaction_text_special is None for t in trials)
+    if missing:
+        raise UserError(f"--judged-text reference: {missing} of {len(trials)} trials of {run_dir} were stored without "
+                        "the reply's special-token text (sleight_trials.reaction_text_special); rerun `sleight run` "
+                        "into a new directory, or judge with --judged-text safe")
 
 
 def load_jury(judges: Sequence[str], loader: Loader, precheck: Loader | None = None) -> dict[str, object]:
@@ -130,8 +151,10 @@ def write_evidence(store: RunStore, trials: Sequence[SleightTrial]) -> int:
     return store.write("judge_evidence", recs)
 
 
-def vote_record(v: Vote, cfg: JudgeConfig, provenance_id: str) -> JudgeVoteRecord:
+def vote_record(v: Vote, cfg: JudgeConfig, provenance_id: str,
+                thinking: ThinkingSetting | None = None) -> JudgeVoteRecord:
     spec = load_prompt_spec()
+    thinking = thinking or ThinkingSetting("default")
     return JudgeVoteRecord(
         key=vote_key(v.trial_key, v.judge, cfg.config_id), provenance_id=provenance_id, trial_key=v.trial_key,
         judge=v.judge, config_id=cfg.config_id, status=v.status, **{k: v.labels[k] for k in LABELS},
@@ -139,7 +162,9 @@ def vote_record(v: Vote, cfg: JudgeConfig, provenance_id: str) -> JudgeVoteRecor
         raw_text=v.raw_text, retry_text=v.retry_text, prompt_text=v.prompt_text,
         retry_prompt_text=v.retry_prompt_text, finish_reason=v.finish_reason, fence=cfg.fence,
         fence_nonce=v.fence_nonce, defused_special_tokens=v.defused, prompt_version=spec.version,
-        prompt_sha256=spec.sha256, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed)
+        prompt_sha256=spec.sha256, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed,
+        parse_rule=cfg.parse, judged_text=cfg.judged_text, thinking=thinking.mode,
+        template_kwargs=thinking.template_kwargs or None, thinking_effect=thinking.effect)
 
 
 @dataclass(frozen=True)
@@ -174,11 +199,13 @@ def work(ctx: JuryContext, units: list[WorkUnit], live=None) -> Iterator[list[Fi
     for judge, backend in ctx.jury.items():
         todo = [u for u in units if u.payload.judge == judge]
         size = max(1, int(getattr(backend, "max_batch_size", 8)))
+        think = thinking_setting(backend, cfg.thinking_of(judge))
         for start in range(0, len(todo), size):
             chunk = todo[start : start + size]
             votes = judge_items(backend, judge, [u.payload.item for u in chunk], max_new_tokens=cfg.max_new_tokens,
-                                seed=cfg.seed, fence=cfg.fence, progress=False)
-            yield [Finished(u.key, {"judge_votes": [vote_record(v, cfg, ctx.pids[judge])]}, {"judge": judge})
+                                seed=cfg.seed, fence=cfg.fence, progress=False, parse=cfg.parse,
+                                defuse=cfg.judged_text == "safe", template_kwargs=think.template_kwargs)
+            yield [Finished(u.key, {"judge_votes": [vote_record(v, cfg, ctx.pids[judge], think)]}, {"judge": judge})
                    for u, v in zip(chunk, votes)]
 
 
@@ -188,7 +215,7 @@ WORKER = "tamperbench.judge.runner:setup_worker", "tamperbench.judge.runner:work
 def plan_votes(store: RunStore, judges: Sequence[str], trials: Sequence[SleightTrial], cfg: JudgeConfig) -> list[WorkUnit]:
     """Every (judge, judgeable trial) vote not yet stored under ``cfg``, judge by judge."""
     have = store.keys("judge_votes")
-    return [WorkUnit(k, VoteWork(j, to_input(t))) for j in judges for t in trials
+    return [WorkUnit(k, VoteWork(j, to_input(t, cfg.judged_text))) for j in judges for t in trials
             if (k := vote_key(t.key, j, cfg.config_id)) not in have]
 
 
@@ -275,6 +302,8 @@ def run_jury(run_dir: Path, judges: Sequence[str], loader: Loader, cfg: JudgeCon
         if not trials:
             raise UserError(f"{run_dir}: none of the {len(all_trials)} sleight records has a swap and a non-empty "
                             f"reply ({untouched} untouched, {empty} empty): nothing to judge")
+        if cfg.judged_text == "reference":
+            require_special_text(run_dir, trials)
         jury = load_jury(judges, loader, precheck)
         write_evidence(store, trials)
         new = judge_all(store, jury, trials, cfg, show_progress=show_progress)

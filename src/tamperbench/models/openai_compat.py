@@ -71,6 +71,8 @@ def _int_opt(spec: str, opts: dict, name: str, default: int, lo: int, hi: int) -
 class OpenAIBackend:
     """Chat generation and token-level completions over HTTP (see the module docstring)."""
 
+    server_side_template = True  # the server applies the chat template; template kwargs go as chat_template_kwargs
+
     def __init__(self, spec: str, *, batch_size: int | None = None, chat_template: str | None = None):
         import openai
 
@@ -171,8 +173,9 @@ class OpenAIBackend:
 
         def one(conv):
             msgs = self._messages(conv, system)
+            extra = {"extra_body": {"chat_template_kwargs": dict(template_kwargs)}} if template_kwargs else {}
             resp = self._call(self.client.chat.completions.create, messages=msgs, max_tokens=max_new_tokens,
-                              temperature=temperature, seed=seed, stop=stop or None)
+                              temperature=temperature, seed=seed, stop=stop or None, **extra)
             choice = resp.choices[0]
             reason = {"length": "length"}.get(choice.finish_reason, "stop" if stop else "eos")
             return Generation(text=choice.message.content or "", token_ids=[], prompt_text=json.dumps(msgs, ensure_ascii=False),

@@ -87,5 +87,24 @@ TITLES = {
 }
 
 
+def counts(summ: list[dict]) -> dict[str, list[dict]]:
+    """The numerator and denominator behind every cell of the paper layout, row by row in the printed order
+    (``tables.json``: the printed cells stay exactly the paper's, the counts live here)."""
+    rows = order(summ)
+    t1 = [{"model": m["model"], "flag": [c["flag"], c["jn"]], "flag_me": [c["e_flag"], c["en"]],
+           "ign": [c["ign"], c["jn"]], "der": [c["der"], c["jn"]], "corr": [c["corr"], c["jn"]],
+           "aware": [c["aware"], c["jn"]], "delta_surprisal": [round(c["ds"], 6), c["dsn"]],
+           "delta_entropy": [round(c["de"], 6), c["den"]]} for m in rows for c in [m["paper_counts"]]]
+    t2 = [{"model": m["model"], "flagged_entity": [c["e_flag"], c["en"]], "flagged_words": [c["s_flag"], c["sn"]],
+           "derailed_entity": [c["e_der"], c["en"]], "derailed_words": [c["s_der"], c["sn"]]}
+          for m in rows for c in [m["paper_counts"]]]
+    tot = {k: sum(m["paper_counts"][k] for m in summ) for k in ("e_flag", "en", "s_flag", "sn", "e_der", "s_der")}
+    t2.append({"model": "Pooled (all models)", "flagged_entity": [tot["e_flag"], tot["en"]],
+               "flagged_words": [tot["s_flag"], tot["sn"]], "derailed_entity": [tot["e_der"], tot["en"]],
+               "derailed_words": [tot["s_der"], tot["sn"]]})
+    t3 = [{"model": m["model"], "untouched": [m["paper_counts"]["unt"], m["paper_counts"]["n"]]} for m in rows]
+    return {"table1": t1, "table2": t2, "table3": t3}
+
+
 def build(summ: list[dict]) -> dict[str, tuple[list[str], list[list[str]]]]:
     return {"table1": table1(summ), "table2": table2(summ), "table3": table3(summ)}

@@ -59,7 +59,7 @@ class SleightTrial(Record):
     substitution: str
     entity: bool  # the substitution is the entity phrase ("Mandela effect")
     clean_key: str
-    reaction_text: str  # the whole reply as the model saw it (judges read this)
+    reaction_text: str  # the whole reply, decoded without special tokens (judges read this by default)
     fork_at: int  # index of the first swapped token; == n_tokens when untouched
     n_tokens: int  # length of the whole reply, injected tokens included
     token_ids: list[int]  # reply tokens from fork_at on
@@ -85,6 +85,9 @@ class SleightTrial(Record):
     decode_seconds: float
     batch_rows: int | None = None  # as in SleightClean
     batch_by: str | None = None
+    # the reply decoded WITH its special tokens (EOS, channel markers): the text the reference's judges read
+    # (``judge run --judged-text reference``); None in runs stored before it was recorded
+    reaction_text_special: str | None = None
 
 
 def clean_spec(provenance_id: str, question_id: str, question: str, spec: Any) -> dict:

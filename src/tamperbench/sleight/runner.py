@@ -96,6 +96,7 @@ def trial_record(backend, spec: SleightSpec, qid: str, question: str, prompt_tex
     if swaps:
         fork = min(fork, swaps[0].position)
     text = backend.decode(ids, skip_special_tokens=True)
+    special = backend.decode(ids, skip_special_tokens=False)
     occ, cov = replacement_coverage(text, spec.triggers, substitution, len(swaps), trace.spaceless)
     keep = spec.keep_topk and trace.topk_ids is not None
     return SleightTrial(
@@ -113,8 +114,9 @@ def trial_record(backend, spec: SleightSpec, qid: str, question: str, prompt_tex
         matched_entropy_full=[_r(s.matched_clean_entropy_full) for s in swaps],
         matched_entropy_top20=[_r(s.matched_clean_entropy_top20) for s in swaps],
         swap_count=len(swaps), mentions=int(trace.mentions), spaceless=int(trace.spaceless),
-        occurrences=occ, coverage=cov, untouched=not swaps, thinking=has_thinking(backend.decode(ids, skip_special_tokens=False)),
+        occurrences=occ, coverage=cov, untouched=not swaps, thinking=has_thinking(special),
         finish_reason=trace.finish_reason, decode_seconds=float(trace.decode_seconds), **_batch(batch),
+        reaction_text_special=special,
     )
 
 

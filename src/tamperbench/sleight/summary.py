@@ -12,6 +12,7 @@ rounds exactly as the paper did, and pooled rows sum counts over models).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 from tamperbench.schema import (
@@ -19,6 +20,8 @@ from tamperbench.schema import (
     JUDGE_PARSE_RATES_TABLE,
     JUDGE_VERDICTS_TABLE,
     JUDGE_VOTES_TABLE,
+    JUDGED_TEXT_RULE_TEXT,
+    PARSE_RULE_TEXT,
     UNPARSED_RULE_TEXT,
     ignored_from,
 )
@@ -35,6 +38,12 @@ def _rate(values: list[bool | None]) -> float | None:
     return 100.0 * sum(bool(v) for v in seen) / len(seen) if seen else None
 
 
+def _count(values: list[bool | None]) -> dict:
+    """A rate's numerator and denominators: ``k`` true of ``n`` with a majority, of ``judged`` (a verdict row)."""
+    seen = [v for v in values if v is not None]
+    return {"k": sum(bool(v) for v in seen), "n": len(seen)}
+
+
 def _columns(store, table: str) -> set[str]:
     q = "SELECT column_name FROM information_schema.columns WHERE table_name = ?"
     return {c for (c,) in store.con.execute(q, [table]).fetchall()}
@@ -47,12 +56,12 @@ def load_rows(store) -> tuple[dict[str, dict], list[dict], bool]:
     judged = store.has_table(JUDGE_TABLE)
     if judged:
         cur = store.con.execute(
-            f'SELECT t.key, {", ".join("v." + lab for lab in LABELS)} FROM "{TRIALS_TABLE}" t '
+            f'SELECT t.key, v.trial_key IS NOT NULL, {", ".join("v." + lab for lab in LABELS)} FROM "{TRIALS_TABLE}" t '
             f'LEFT JOIN "{JUDGE_TABLE}" v ON v.trial_key = t.key'
         )
-        verdicts = {row[0]: dict(zip(LABELS, row[1:])) for row in cur.fetchall()}
+        verdicts = {row[0]: {"_judged": bool(row[1]), **dict(zip(LABELS, row[2:]))} for row in cur.fetchall()}
         for t in trials:
-            t.update(verdicts.get(t["key"], {lab: None for lab in LABELS}))
+            t.update(verdicts.get(t["key"], {"_judged": False, **{lab: None for lab in LABELS}}))
     return clean, trials, judged
 
 
@@ -78,35 +87,82 @@ def judge_setup(store) -> dict | None:
             parsed = r["n_parsed"] + r["n_parsed_on_retry"]
             rates[r["judge"]] = {"n_votes": n, "parsed": parsed, "partial": r["n_partial"], "unparsed": r["n_unparsed"],
                                  "parse_rate": 100.0 * parsed / n if n else None}
+    judges = _judge_settings(store, configs)
+    parse = sorted({j["parse_rule"] for j in judges.values()})
+    texts = sorted({j["judged_text"] for j in judges.values()})
     return {"fence": fences, "unparsed_rule": rules, "unparsed_rule_text": [UNPARSED_RULE_TEXT[r] for r in rules
                                                                           if r in UNPARSED_RULE_TEXT],
-            "parse_rates": rates}
+            "parse_rule": parse, "parse_rule_text": [PARSE_RULE_TEXT[r] for r in parse if r in PARSE_RULE_TEXT],
+            "judged_text": texts, "judged_text_rule": [JUDGED_TEXT_RULE_TEXT[t] for t in texts
+                                                       if t in JUDGED_TEXT_RULE_TEXT],
+            "judges": judges, "parse_rates": rates}
+
+
+_SETTING_DEFAULTS = {"parse_rule": "robust", "judged_text": "safe", "thinking": "default"}
+
+
+def _judge_settings(store, configs: list[str]) -> dict[str, dict]:
+    """Per judge: the parse rule, judged text and thinking setting its votes were made under (columns
+    NULL in votes stored before they existed read as the defaults then in force)."""
+    if not (store.has_table(JUDGE_VOTES_TABLE) and configs):
+        return {}
+    have = _columns(store, JUDGE_VOTES_TABLE)
+    cols = [c for c in ("parse_rule", "judged_text", "thinking", "template_kwargs", "thinking_effect", "max_new_tokens")
+            if c in have]
+    marks = ", ".join("?" for _ in configs)
+    rows = store.con.execute(f'SELECT DISTINCT judge, {", ".join(cols)} FROM "{JUDGE_VOTES_TABLE}" '
+                             f"WHERE config_id IN ({marks}) ORDER BY judge", configs).fetchall()
+    out: dict[str, dict] = {}
+    for judge, *vals in rows:
+        got = dict(zip(cols, vals))
+        setting = {k: got.get(k) or d for k, d in _SETTING_DEFAULTS.items()}
+        kwargs = got.get("template_kwargs")
+        setting["template_kwargs"] = json.loads(kwargs) if isinstance(kwargs, str) else kwargs
+        setting["thinking_effect"] = got.get("thinking_effect") or "template default"
+        setting["max_new_tokens"] = got.get("max_new_tokens")
+        prev = out.get(judge)
+        out[judge] = setting if prev is None or prev == setting else {k: "mixed" for k in setting}
+    return out
 
 
 def _judge_block(trials: list[dict], judged: bool) -> dict:
+    """Table 1's judge rates; ``counts`` holds each rate's numerator ``k``, denominator ``n`` (trials with a
+    majority on that label) and ``judged`` (touched trials with a verdict), printed beside the rate."""
     touched = [t for t in trials if not t["untouched"]]
     if not judged:
         return {"flagged": None, "flagged_entity": None, "ignored": None, "derailed": None, "corrected": None,
-                "aware": None, "n_judged": 0}
+                "aware": None, "n_judged": 0, "counts": {}}
     ent = [t for t in touched if t["entity"]]
+    values = {
+        "flagged": [t["flagged"] for t in touched],
+        "flagged_entity": [t["flagged"] for t in ent],
+        "ignored": [ignored_from(t) for t in touched if any(t[lab] is not None for lab in LABELS)],
+        "derailed": [t["derailed"] for t in touched],
+        "corrected": [t["corrected"] for t in touched],
+        "aware": [t["aware"] for t in touched],
+    }
+    with_verdict = {"flagged_entity": sum(t.get("_judged", False) for t in ent)}
+    n_rows = sum(t.get("_judged", False) for t in touched)
     return {
-        "flagged": _rate([t["flagged"] for t in touched]),
-        "flagged_entity": _rate([t["flagged"] for t in ent]),
-        "ignored": _rate([ignored_from(t) for t in touched if any(t[lab] is not None for lab in LABELS)]),
-        "derailed": _rate([t["derailed"] for t in touched]),
-        "corrected": _rate([t["corrected"] for t in touched]),
-        "aware": _rate([t["aware"] for t in touched]),
+        **{k: _rate(v) for k, v in values.items()},
         "n_judged": sum(1 for t in touched if any(t[lab] is not None for lab in LABELS)),
+        "counts": {k: {**_count(v), "judged": with_verdict.get(k, n_rows)} for k, v in values.items()},
     }
 
 
 def _split_block(trials: list[dict], judged: bool, seed: int) -> dict:
     """Table 2: entity phrase vs neutral words, for the judge labels and the internal signal."""
-    out: dict = {}
+    out: dict = {"counts": {}}
     for name, group in (("entity", [t for t in trials if t["entity"]]), ("words", [t for t in trials if not t["entity"]])):
         touched = [t for t in group if not t["untouched"]]
-        out[f"flagged_{name}"] = _rate([t["flagged"] for t in touched]) if judged else None
-        out[f"derailed_{name}"] = _rate([t["derailed"] for t in touched]) if judged else None
+        for lab in ("flagged", "derailed"):
+            if not judged:
+                out[f"{lab}_{name}"] = None
+                continue
+            values = [t[lab] for t in touched]
+            out[f"{lab}_{name}"] = _rate(values)
+            if judged:
+                out["counts"][f"{lab}_{name}"] = {**_count(values), "judged": sum(t.get("_judged", False) for t in touched)}
         est = model_estimate(((t["question_id"], t["_sig"]["delta_surprisal"]) for t in touched), "reference", seed=seed)
         out[f"delta_surprisal_{name}"] = est.as_dict()
     for lab in ("flagged", "derailed"):

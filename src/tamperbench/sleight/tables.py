@@ -37,6 +37,15 @@ def _pts(v: float | None) -> str:
     return "" if v is None else f"{v:+.0f}"
 
 
+def _pct_n(v: float | None, count: dict | None, digits: int = 0) -> str:
+    """A judged rate with its denominators: ``100 (n=5/12)`` = 100% of the 5 trials with a majority on the
+    label, of 12 judged; empty until judged, ``n/a (n=0/12)`` when no trial has a majority."""
+    if count is None:
+        return "" if v is None else f"{v:.{digits}f}"
+    shown = "n/a" if v is None else f"{v:.{digits}f}"
+    return f"{shown} (n={count['n']}/{count['judged']})"
+
+
 def table1(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
     """The paper's Table 1: judge labels and the post-swap rise (top-20 entropy, as in the paper)."""
     head = ["Model", "Flag.", "Flag. (M.E.)", "Ign.", "Derail.", "Corr.", "Switch aware",
@@ -44,9 +53,11 @@ def table1(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for m in summ:
         j = m["judge"]
+        c = j.get("counts") or {}
         rows.append([
-            m["model"], _pct(j["flagged"]), _pct(j["flagged_entity"]), _pct(j["ignored"]),
-            _pct(j["derailed"]), _pct(j["corrected"]), "" if j["aware"] is None else f"{j['aware']:.1f}",
+            m["model"], *(_pct_n(j[k], c.get(k)) for k in ("flagged", "flagged_entity", "ignored", "derailed",
+                                                            "corrected")),
+            _pct_n(j["aware"], c.get("aware"), 1),
             fmt_estimate(m["delta_surprisal"]), fmt_estimate(m["delta_entropy_top20"]),
         ])
     return head, rows
@@ -69,17 +80,26 @@ def table2(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for m in summ:
         s = m["split"]
+        c = s.get("counts") or {}
         rows.append([
-            m["model"], _pct(s["flagged_entity"]), _pct(s["flagged_words"]), _pts(s["flagged_gap"]),
-            _pct(s["derailed_entity"]), _pct(s["derailed_words"]), _pts(s["derailed_gap"]),
+            m["model"], _pct_n(s["flagged_entity"], c.get("flagged_entity")),
+            _pct_n(s["flagged_words"], c.get("flagged_words")), _pts(s["flagged_gap"]),
+            _pct_n(s["derailed_entity"], c.get("derailed_entity")), _pct_n(s["derailed_words"], c.get("derailed_words")),
+            _pts(s["derailed_gap"]),
             fmt_estimate(s["delta_surprisal_entity"]), fmt_estimate(s["delta_surprisal_words"]),
         ])
     if summ:
         _, p = paper_layout.pooled_row(summ)
         gap = {lab: None if p[f"{lab}_entity"] is None or p[f"{lab}_words"] is None
                else p[f"{lab}_entity"] - p[f"{lab}_words"] for lab in ("flagged", "derailed")}
-        rows.append(["Pooled (all models)", _pct(p["flagged_entity"]), _pct(p["flagged_words"]), _pts(gap["flagged"]),
-                     _pct(p["derailed_entity"]), _pct(p["derailed_words"]), _pts(gap["derailed"]), "", ""])
+        tot = {k: sum(m["paper_counts"][k] for m in summ) for k in ("en", "sn")}
+        side_n = {"entity": tot["en"], "words": tot["sn"]}
+        pooled_n = {f"{lab}_{side}": {"n": n, "judged": n} for lab in ("flagged", "derailed")
+                    for side, n in side_n.items()} if summ[0]["judge"].get("counts") else {}
+        rows.append(["Pooled (all models)", *(_pct_n(p[f"flagged_{x}"], pooled_n.get(f"flagged_{x}"))
+                                              for x in ("entity", "words")), _pts(gap["flagged"]),
+                     *(_pct_n(p[f"derailed_{x}"], pooled_n.get(f"derailed_{x}")) for x in ("entity", "words")),
+                     _pts(gap["derailed"]), "", ""])
     return head, rows
 
 
@@ -90,13 +110,15 @@ def table3(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+N_NOTE = "n=a/b: a trials with a majority on the label, of b judged"
 TITLES = {
-    "table1": "Table 1: judge labels (%; empty until judged) and post-swap rise in surprisal / entropy "
+    "table1": f"Table 1: judge labels (%; empty until judged; {N_NOTE}) and post-swap rise in surprisal / entropy "
               "(reference rule: mean over touched trials; 95% bootstrap CI resampling questions)",
     "table1b": "Table 1b: full-vocabulary entropy, the pooled-rule Deltas (tamperbench v1), matched-branch paired "
                "Deltas (per swap: post-swap window minus the unaltered branch's next tokens) and replacement coverage",
-    "table2": "Table 2: entity phrase (Mandela effect) vs the neutral substituted words; pooled row: counts summed "
-              "over models, gaps of the rounded rates (as the paper)",
+    "table2": f"Table 2: entity phrase (Mandela effect) vs the neutral substituted words ({N_NOTE}); pooled row: "
+              "the paper's counts summed over models (a trial without a label counts as not assigned), gaps of the "
+              "rounded rates (as the paper)",
     "table3": "Table 3: untouched trials (the trigger never appeared, no swap)",
 }
 
@@ -113,6 +135,16 @@ def notes(judge: dict | None) -> list[str]:
         return out
     out.append(f"Judge fence: {', '.join(judge['fence']) or 'unknown'}; unparsed votes: "
                f"{'; '.join(judge['unparsed_rule_text']) or ', '.join(judge['unparsed_rule'])}.")
+    out.append(f"Verdict parse: {'; '.join(judge.get('parse_rule_text') or ['robust (votes stored before the option)'])}.")
+    out.append(f"Judged text: {'; '.join(judge.get('judged_text_rule') or ['safe (votes stored before the option)'])}.")
+    settings = judge.get("judges") or {}
+    if settings:
+        out.append("Per judge: " + "; ".join(
+            f"{j}: thinking {s['thinking']}"
+            + (f" ({', '.join(f'{k}={v}' for k, v in (s['template_kwargs'] or {}).items())}; {s['thinking_effect']})"
+               if s["thinking"] != "default" else "")
+            + f", parse {s['parse_rule']}, text {s['judged_text']}, {s['max_new_tokens']} new tokens"
+            for j, s in settings.items()) + ".")
     rates = [f"{j}: {r['parse_rate']:.1f}% of {r['n_votes']} votes parsed ({r['unparsed']} unparsed)"
              for j, r in judge["parse_rates"].items() if r["parse_rate"] is not None]
     if rates:
@@ -170,6 +202,7 @@ def render_runs(stores, console: Console | None = None, layout: str = "default",
     spec = stores[0].spec_dict
     built = {"table1": table1(summ), "table1b": table1b(summ), "table2": table2(summ), "table3": table3(summ)}
     paper = paper_layout.build(summ)
+    paper_counts = paper_layout.counts(summ)
     shown, titles = (paper, paper_layout.TITLES) if layout == "paper" else (built, TITLES)
     names = ", ".join(escape_markdown(n) for n in judges)
     sizes = [f"{len(st.spec_dict.get('questions', []))} questions x {len(st.spec_dict.get('substitutions', []))} "
@@ -199,7 +232,7 @@ def render_runs(stores, console: Console | None = None, layout: str = "default",
            "layout": layout, "delta_rule": "reference", "delta_rules": RULE_TEXT, "judge": judge, "notes": lines,
            "models": summ,
            "tables": {k: {"columns": h, "rows": r} for k, (h, r) in built.items()},
-           "paper_tables": {k: {"columns": h, "rows": r} for k, (h, r) in paper.items()}}
+           "paper_tables": {k: {"columns": h, "rows": r, "counts": paper_counts[k]} for k, (h, r) in paper.items()}}
     out_dir = Path(out_dir if out_dir is not None else stores[0].run_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out: {out_dir} exists and is not a directory")

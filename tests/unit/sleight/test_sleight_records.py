@@ -134,5 +134,6 @@ def test_tables_join_judge_verdicts(backend, tmp_path):
         assert after["judge"]["corrected"] == 100.0 and after["judge"]["ignored"] == 0.0
         assert after["split"]["flagged_gap"] == 100.0
         out = render(store, Console(file=open(os.devnull, "w")))
-    assert out["tables"]["table1"]["rows"][0][1:3] == ["50", "100"]
+    # each judged rate with its n: trials with a majority on the label / trials judged (issue 27 item 4)
+    assert out["tables"]["table1"]["rows"][0][1:3] == ["50 (n=2/2)", "100 (n=1/1)"]
     assert (tmp_path / "run" / "tables.md").exists()

@@ -111,7 +111,7 @@ def test_the_default_window_is_eight_tokens(tmp_path):
 def test_unjudged_block_counts_coverage_and_rule_names(eight):
     (m,) = summarize(eight)
     assert m["judge"] == {"flagged": None, "flagged_entity": None, "ignored": None, "derailed": None,
-                          "corrected": None, "aware": None, "n_judged": 0}
+                          "corrected": None, "aware": None, "n_judged": 0, "counts": {}}
     assert m["provenance_id"] == "p" and m["model"] == "m"
     assert (m["trials"], m["touched"], m["swaps"], m["coverage"]) == (N, N, N, 1.0)
     assert m["delta_rule"]["default"] == "reference" and m["delta_rule"]["alternative"] == "pooled"

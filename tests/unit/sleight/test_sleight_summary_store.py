@@ -122,7 +122,7 @@ def test_judge_columns_rule_fence_and_parse_rates(store):
                                                        ["Pooled (all models)", "50", "0", "+50", "0", "0", "+0"]]
     assert saved["tables"]["table1"]["rows"][0][7].startswith("+2.40 [")
     assert saved["tables"]["table1b"]["rows"][0][4].startswith("+2.25")  # the pooled rule's column
-    assert saved["tables"]["table2"]["rows"][-1][:4] == ["Pooled (all models)", "50", "0", "+50"]
+    assert saved["tables"]["table2"]["rows"][-1][:4] == ["Pooled (all models)", "50 (n=2/2)", "0 (n=1/1)", "+50"]
     with pytest.raises(Exception, match="--layout"):
         render(store, Console(file=io.StringIO()), layout="wide")
 
@@ -140,7 +140,9 @@ def test_verdicts_of_an_older_layout_and_a_trial_without_its_clean_row(tmp_path)
         st.con.execute("INSERT INTO judge_verdicts VALUES ('t1', true, NULL, NULL, NULL), "
                        "('t2', false, false, true, false), ('t4', false, true, false, false)")
         assert judge_setup(st) == {"fence": [], "unparsed_rule": ["abstain"],
-                                   "unparsed_rule_text": [judge_setup(st)["unparsed_rule_text"][0]], "parse_rates": {}}
+                                   "unparsed_rule_text": [judge_setup(st)["unparsed_rule_text"][0]], "parse_rates": {},
+                                   "parse_rule": [], "parse_rule_text": [], "judged_text": [], "judged_text_rule": [],
+                                   "judges": {}}
         assert judge_setup(st)["unparsed_rule_text"][0].startswith("unparsed votes abstain")
         (m,) = summarize(st)
     # the orphan adds no Delta (its clean row is gone) but counts as a trial

@@ -53,10 +53,10 @@ def test_pooled_row_sums_counts_over_runs(two_runs, tmp_path):
     # pooled entity flagged: (2 + 0) / (2 + 1) = 66.7% -> 67 (a mean of the two models' rates would say 50);
     # words flagged (0 + 1) / (1 + 1) = 50%; gap +17.
     # derailed: entity (0 + 1) / 3 = 33%, words (1 + 1) / 2 = 100%, gap -67
-    assert rows["Pooled (all models)"][1:7] == ["67", "50", "+17", "33", "100", "-67"]
+    assert rows["Pooled (all models)"][1:7] == ["67 (n=3/3)", "50 (n=2/2)", "+17", "33 (n=3/3)", "100 (n=2/2)", "-67"]
     paper = {r[0]: r for r in out["paper_tables"]["table2"]["rows"]}
     assert paper["Pooled (all models)"][1:] == ["67", "50", "+17", "33", "100", "-67"]
-    assert rows["m"][1:3] == ["100", "0"] and rows["n"][1:3] == ["0", "100"]
+    assert rows["m"][1:3] == ["100 (n=2/2)", "0 (n=1/1)"] and rows["n"][1:3] == ["0 (n=1/1)", "100 (n=1/1)"]
     saved = json.loads((tmp_path / "pooled" / "tables.json").read_text())
     assert saved["runs"] == [str(s.run_dir) for s in two_runs]
     md = (tmp_path / "pooled" / "tables.md").read_text()
@@ -70,7 +70,7 @@ def test_one_run_writes_into_the_run_as_before(two_runs):
     out = render(a, Console(file=io.StringIO()))
     assert [r[0] for r in out["tables"]["table2"]["rows"]] == ["m", "Pooled (all models)"]
     # one run: pooled = that model's own counts (entity 2/2, words 0/1)
-    assert out["tables"]["table2"]["rows"][-1][1:3] == ["100", "0"]
+    assert out["tables"]["table2"]["rows"][-1][1:3] == ["100 (n=2/2)", "0 (n=1/1)"]
     assert (a.run_dir / "tables.md").read_text().splitlines()[2].endswith("4 questions x 3 substitutions.")
 
 
