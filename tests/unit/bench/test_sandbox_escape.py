@@ -135,6 +135,21 @@ def test_payload_after_a_correct_function_is_contained(item, host, name, audit):
 
 
 @pytest.mark.parametrize("audit", [True, False], ids=["audit_hook", "isolation_alone"])
+def test_global_sysctls_cannot_be_opened_for_writing(item, audit):
+    """Run as root, the sandbox's uid maps to host uid 0, which the kernel lets write /proc/sys whatever the
+    capabilities. Only opened for writing, never written: a red run changes nothing on the host."""
+    payload = ("import os\nfor path in ('/proc/sys/kernel/core_pattern', '/proc/sys/vm/drop_caches'):\n"
+               "    try:\n        os.close(os.open(path, os.O_WRONLY))\n        print('WRITABLE', path)\n"
+               "    except OSError as err:\n        print('refused', path, err.errno)\n")
+    verdict = score(item, CORRECT + payload, Limits(timeout_s=10, audit_hook=audit))
+    assert verdict.detail["status"] == "passed", verdict.detail
+    from tamperbench.bench.scoring.sandbox import run_program
+
+    result = run_program(CORRECT + payload, Limits(timeout_s=10, audit_hook=audit))
+    assert "refused /proc/sys/kernel/core_pattern" in result.stdout and "WRITABLE" not in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("audit", [True, False], ids=["audit_hook", "isolation_alone"])
 def test_etc_passwd_never_reaches_the_verdict(item, host, audit):
     payload = ("try:\n    data = open('/etc/passwd').read()\nexcept OSError as err:\n    data = repr(err)\n"
                "raise SystemExit(data)\n")

@@ -11,9 +11,13 @@ process by pid). The kernel's namespaces can. Each program gets:
   no ``TIOCSTI`` into the caller's terminal);
 - a user namespace in which it runs as uid/gid 65534 with every capability dropped, and cannot make another;
 - a filesystem made only of read-only binds of ``/usr`` (with the ``/bin``, ``/lib``, ``/lib64`` links) and the
-  Python installation, a fresh ``/proc`` and a minimal read-only ``/dev``. No ``/etc``, no home, no project
-  folder: host files are not there to read or write. The one writable place is a size-capped tmpfs at
-  ``/tmp`` (the working directory); the root is remounted read-only;
+  Python installation, and a minimal read-only ``/dev``. No ``/etc``, no home, no project folder: host files
+  are not there to read or write. The one writable place is a size-capped tmpfs at ``/tmp`` (the working
+  directory); the root is remounted read-only;
+- no ``/proc``. WHY: when tamperbench runs as root, bubblewrap maps the sandbox's uid 65534 to host uid 0, and
+  the kernel lets host uid 0 open global sysctls under ``/proc/sys`` for writing whatever the capabilities
+  (measured here: ``kernel/core_pattern`` was writable from inside with a fresh ``/proc`` mounted). Python and
+  the benchmarks' programs do not need ``/proc``; the test suite checks it stays out of reach;
 - the interpreter's standard library only: ``python -I -S`` on the base installation (not the virtualenv),
   so a verdict does not depend on what else is installed.
 
@@ -88,7 +92,7 @@ def bwrap_argv(exe: str, tmpfs_bytes: int, child: str, env: dict[str, str], prog
         args += ["--ro-bind-data", str(program_fd), PROGRAM_IN_SANDBOX]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
-    args += ["--size", str(tmpfs_bytes), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
+    args += ["--size", str(tmpfs_bytes), "--tmpfs", "/tmp", "--dev", "/dev",
              "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp",
              "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534", "--disable-userns",
              "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
