@@ -139,15 +139,19 @@ class NamespaceInit:
 
     def __init__(self, info_read_fd: int, deadline: float):
         self.pidfd: int | None = None
-        data = b""
-        while time.monotonic() < deadline:  # bwrap writes {"child-pid": N, ...} then closes the fd
+        data, info = b"", None
+        while info is None and time.monotonic() < deadline:  # bwrap writes {"child-pid": N, ...}
             ready, _, _ = select.select([info_read_fd], [], [], max(deadline - time.monotonic(), 0))
             chunk = os.read(info_read_fd, 4096) if ready else b""
             if not chunk:
                 break
             data += chunk
+            try:
+                info = json.loads(data)
+            except ValueError:
+                continue  # not all of it yet
         try:
-            self.pidfd = os.pidfd_open(int(json.loads(data)["child-pid"]))
+            self.pidfd = os.pidfd_open(int(info["child-pid"]))  # type: ignore[index]
         except (ValueError, KeyError, TypeError, OSError):
             self.pidfd = None  # bwrap failed before starting the namespace: nothing to await
 
