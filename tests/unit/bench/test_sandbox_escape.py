@@ -208,3 +208,26 @@ def test_one_gigabyte_of_output_is_capped(item):
     result = __import__("json").loads(out.stdout.strip().splitlines()[-1])
     assert result["grew_mb"] < 100, result
     assert result["score"] == 0.0, result
+
+
+def test_the_only_writable_place_is_a_capped_tmpfs(item):
+    """New files are refused everywhere but /tmp (the root, /usr, the Python installation, /dev), and /tmp holds
+    at most its 64 MiB. Probe names are unique; any the sandbox lets through on the host is removed here."""
+    name = f"tb-probe-{random.randint(10**8, 10**9 - 1)}"
+    places = ["/", "/usr", sys.base_prefix, "/dev"]
+    payload = (f"import os\nfor d in {places!r}:\n    try:\n        open(os.path.join(d, {name!r}), 'x').close()\n"
+               "        print('CREATED', d)\n    except OSError as err:\n        print('refused', d, err.errno)\n"
+               "written = 0\ntry:\n    for i in range(10):\n        with open(f'/tmp/fill{i}', 'wb') as f:\n"
+               "            for _ in range(15):\n                f.write(b'x' * (1 << 20))\n                written += 1\n"
+               "except OSError as err:\n    print('tmp full after', written, 'MiB', err.errno)\n")
+    from tamperbench.bench.scoring.sandbox import run_program
+
+    try:
+        result = run_program(CORRECT + payload, Limits(timeout_s=20, audit_hook=False))
+    finally:
+        for d in places:
+            Path(d, name).unlink(missing_ok=True)
+    assert "CREATED" not in result.stdout, result.stdout
+    assert result.stdout.count("refused") == len(places)
+    full = [line for line in result.stdout.splitlines() if line.startswith("tmp full after")]
+    assert full and 60 <= int(full[0].split()[3]) <= 64 and full[0].endswith(" 28"), result.stdout  # ENOSPC
