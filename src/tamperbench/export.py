@@ -29,7 +29,8 @@ _OPTIONS = {"parquet": "FORMAT parquet", "csv": "FORMAT csv, HEADER", "jsonl": "
 
 def record_tables(store: RunStore) -> tuple[list[str], list[str]]:
     """(record tables, other tables) of a run: only the first kind is ever exported."""
-    known, other = [], []
+    known: list[str] = []
+    other: list[str] = []
     for name in store.tables():
         if name in INTERNAL:
             continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 
 # Inline syntax, table pipes, HTML. "]" only before "(" or "[": a link needs "](" or "][", so CI brackets
 # such as "[0.05, 0.20]" stay readable; "[" at the start is escaped below (reference definitions).
@@ -66,7 +67,7 @@ def inline_to_html(text: str) -> str:
     return "".join(out)
 
 
-def markdown_table(head: list[str], rows: list[list[object]], title: str | None = None, level: int = 3) -> str:
+def markdown_table(head: list[str], rows: Sequence[Sequence[object]], title: str | None = None, level: int = 3) -> str:
     """The one Markdown table writer every suite uses: an optional heading, a header row, and body
     cells made inert by :func:`escape_markdown_cell` (model names and replies are untrusted)."""
     lines = [f"{'#' * level} {title}", ""] if title else []

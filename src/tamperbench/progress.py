@@ -9,6 +9,7 @@ bar counts down from the same bound as that suite's ``--dry-run`` without this m
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TaskID, TextColumn,
@@ -61,7 +62,7 @@ class BarEta:
     def attach(self, progress: Progress, task: TaskID) -> None:
         self.bar = (progress, task)
 
-    def fields(self) -> dict[str, str]:
+    def fields(self) -> dict[str, Any]:  # rich's task fields (**Any)
         return {"tok": self.tracker.tokens_text(self.tokens),
                 "eta": self.tracker.text(self.tokens, time.perf_counter() - self.t0)}
 

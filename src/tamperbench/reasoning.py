@@ -63,7 +63,8 @@ def split_reasoning(text: str) -> Reasoning:
 
 
 def _split_harmony(text: str) -> Reasoning:
-    thinking, finals = [], []
+    thinking: list[str] = []
+    finals: list[str] = []
     for m in _HARMONY.finditer(text):
         (finals if m.group(1).lower() == "final" else thinking).append(m.group(2).strip())
     answer = "\n".join(finals).strip() if finals else None

@@ -8,6 +8,7 @@ aggregates, so seeing them per token on a clean answer is the baseline to read e
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from rich.table import Table
 
@@ -41,8 +42,9 @@ def answer_token_stats(backend, question: str, *, max_new_tokens: int = 48) -> l
 
 def token_table(stats: list[TokenStat], title: str) -> Table:
     table = Table(title=title)
-    for col, justify in [("#", "right"), ("token", "left"), ("id", "right"), ("surprisal (nats)", "right"),
-                         ("entropy (nats)", "right"), ("top-20 entropy", "right")]:
+    columns: list[tuple[str, Literal["left", "right"]]] = [("#", "right"), ("token", "left"), ("id", "right"), ("surprisal (nats)", "right"),
+                         ("entropy (nats)", "right"), ("top-20 entropy", "right")]
+    for col, justify in columns:
         table.add_column(col, justify=justify)
     for s in stats:
         table.add_row(str(s.position), repr(s.text), str(s.token_id), f"{s.surprisal:.3f}", f"{s.entropy:.3f}",

@@ -80,8 +80,8 @@ def load(name: str, data: Path | None = None, *, fixture: bool = False, hub: boo
         files = data_files(fixture_path(adapter))
     elif local_files(adapter):
         files = local_files(adapter)
-    elif shipped_path(adapter) is not None:
-        files = [shipped_path(adapter)]
+    elif (shipped := shipped_path(adapter)) is not None:
+        files = [shipped]
     else:
         files = []
     items: list[BenchItem] = []
@@ -105,7 +105,7 @@ def load(name: str, data: Path | None = None, *, fixture: bool = False, hub: boo
         raise UserError(f"{', '.join(sources)}: no {adapter.name} items found")
     if limit is not None:
         items = items[:limit]
-    counts = {"by_split": Counter(it.provenance.split for it in items),
+    counts: dict[str, Counter] = {"by_split": Counter(it.provenance.split for it in items),
               "by_scoring": Counter(it.scoring for it in items)}
     for key in ("subject", "category", "type", "level"):
         values = [it.meta[key] for it in items if it.meta.get(key)]

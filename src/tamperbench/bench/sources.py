@@ -123,11 +123,11 @@ def read_rows(path: Path, csv_columns: tuple[str, ...] | None = None) -> Iterato
                     raise SchemaError(f"{path}:{i}: expected a JSON object per item, got {type(row).__name__}")
                 yield row, RowCtx(str(path), digest, i, stem)
             return
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    for line_no, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(raw)
         except json.JSONDecodeError as err:
             raise SchemaError(f"{path}:{line_no}: not valid JSON ({err.msg} at column {err.colno})") from None
         if not isinstance(row, dict):

@@ -33,15 +33,16 @@ def _record(kind: str, label: str, a: str, b: str, xs: Sequence, ys: Sequence, c
 
 def _paired(left: dict[str, bool | None], right: dict[str, bool | None]) -> tuple[list[bool], list[bool]]:
     keys = sorted(k for k in left.keys() & right.keys() if left[k] is not None and right[k] is not None)
-    return [left[k] for k in keys], [right[k] for k in keys]
+    return [bool(left[k]) for k in keys], [bool(right[k]) for k in keys]
 
 
 def current_jury(store: RunStore) -> tuple[list[str], str]:
     """The jury and judge config of the stored verdicts."""
     if not store.has_table("judge_verdicts") or store.count("judge_verdicts") == 0:
         raise UserError(f"{store.run_dir}: no judge verdicts yet; run `tamperbench judge run RUN --judge M` first")
-    jury, config_id = store.con.execute(
-        "SELECT jury, config_id FROM judge_verdicts ORDER BY created_at DESC, key LIMIT 1").fetchone()
+    row = store.con.execute("SELECT jury, config_id FROM judge_verdicts ORDER BY created_at DESC, key LIMIT 1").fetchone()
+    assert row is not None  # counted above
+    jury, config_id = row
     return list(jury), config_id
 
 
@@ -54,11 +55,11 @@ def compute_agreement(store: RunStore) -> list[AgreementRecord]:
     for judge, tk, *vals in store.con.execute(q, [cfg, *jury]).fetchall():
         for lab, val in zip(LABELS, vals, strict=True):
             votes[judge][lab][tk] = val
-    verdict = {lab: {} for lab in LABELS}
+    verdict: dict[str, dict[str, bool | None]] = {lab: {} for lab in LABELS}
     for tk, *vals in store.con.execute(f"SELECT trial_key, {', '.join(LABELS)} FROM judge_verdicts").fetchall():
         for lab, val in zip(LABELS, vals, strict=True):
             verdict[lab][tk] = val
-    evidence = {lab: {} for lab in EVIDENCE_LABELS}
+    evidence: dict[str, dict[str, bool | None]] = {lab: {} for lab in EVIDENCE_LABELS}
     if store.has_table("judge_evidence"):
         for tk, fl, aw in store.con.execute("SELECT trial_key, flagged, aware FROM judge_evidence").fetchall():
             evidence["flagged"][tk], evidence["aware"][tk] = fl, aw

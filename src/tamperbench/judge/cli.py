@@ -125,7 +125,7 @@ def evidence_cmd(run: RunArg) -> None:
         trials, untouched, _ = split_trials(read_sleight_trials(store))
         added = write_evidence(store, trials)
         n, fl, aw = store.con.execute(
-            "SELECT count(*), sum(flagged::INT), sum(aware::INT) FROM judge_evidence").fetchone()
+            "SELECT count(*), sum(flagged::INT), sum(aware::INT) FROM judge_evidence").fetchone() or (0, 0, 0)
         console.print(f"evidence: {added} new rows; {n} replies scored, {fl or 0} with a flag cue, "
                       f"{aw or 0} with a substitution cue ({untouched} untouched trials not scored)")
     finally:

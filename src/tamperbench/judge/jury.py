@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from tamperbench.judge.delimit import tokenizer_special_tokens
 from tamperbench.judge.parse import ParsedVerdict, better, parse_with
@@ -60,7 +60,7 @@ def _conversation(user: str) -> list[dict]:
     return [{"role": "user", "content": user}]
 
 
-def judge_items(backend: object, judge: str, items: Sequence[JudgeInput], *, max_new_tokens: int,
+def judge_items(backend: Any, judge: str, items: Sequence[JudgeInput], *, max_new_tokens: int,
                 seed: int = 0, fence: Fence = "nonce", progress: bool = False, parse: ParseRule = "robust",
                 defuse: bool = True, template_kwargs: dict | None = None) -> list[Vote]:
     """Verdicts of one judge on ``items``: one batched call, then one batched retry for the failures.
@@ -88,7 +88,7 @@ def judge_items(backend: object, judge: str, items: Sequence[JudgeInput], *, max
         parsed = [read(g.text, it.reply) for g, it in zip(first, items, strict=True)]
 
         retry_idx = [] if parse == "reference" else [i for i, p in enumerate(parsed) if p.status != "parsed"]
-        retries: dict[int, tuple[object, ParsedVerdict]] = {}
+        retries: dict[int, tuple[Any, ParsedVerdict]] = {}
         if retry_idx:
             retry_convs = [convs[i] + [{"role": "assistant", "content": first[i].text},
                                        {"role": "user", "content": spec.retry_reminder}] for i in retry_idx]
@@ -99,7 +99,8 @@ def judge_items(backend: object, judge: str, items: Sequence[JudgeInput], *, max
 
     votes: list[Vote] = []
     for i, (it, bp, gen, p1) in enumerate(zip(items, prompts, first, parsed, strict=True)):
-        final, status, retry_gen = p1, p1.status, None
+        status: Literal["parsed", "parsed_on_retry", "partial", "unparsed"] = p1.status
+        final, retry_gen = p1, None
         if i in retries:
             retry_gen, p2 = retries[i]
             final = better(p1, p2)

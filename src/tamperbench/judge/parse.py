@@ -18,7 +18,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from tamperbench.judge.prompt import LABELS
 from tamperbench.schema import PARSE_RULES, ParseRule
@@ -190,7 +190,7 @@ def parse_verdict(text: str, *, reply: str | None = None) -> ParsedVerdict:
             continue
         labels = {label: coerce_bool(keys.get(label)) for label in LABELS}
         rationale = keys.get("rationale")
-        verdict_kw = dict(
+        verdict_kw: dict[str, Any] = dict(
             labels=labels,
             confidence=_coerce_confidence(keys.get("confidence")),
             rationale=rationale if isinstance(rationale, str) else None,

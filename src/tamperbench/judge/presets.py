@@ -10,6 +10,7 @@ template's default unless ``--thinking`` says otherwise: the reference switched 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tamperbench.errors import UserError
 from tamperbench.judge.runner import JudgeConfig
@@ -24,7 +25,7 @@ PRESETS: dict[str, dict[str, object]] = {
 
 
 def judge_config(preset: str, judges: Sequence[str], *, thinking: Sequence[str] | None = None, seed: int = 0,
-                 **options: object) -> JudgeConfig:
+                 **options: Any) -> JudgeConfig:
     """The config of ``preset`` with every option given (not None) in its place; one line on a bad value."""
     if preset not in PRESETS:
         raise UserError(f"--preset: '{preset}' is not one of {', '.join(PRESETS)}")

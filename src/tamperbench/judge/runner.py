@@ -11,6 +11,7 @@ the end.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 from pydantic import Field
@@ -122,7 +123,9 @@ def load_jury(judges: Sequence[str], loader: Loader, precheck: Loader | None = N
     dupes = sorted({j for j in judges if list(judges).count(j) > 1})
     if dupes:
         raise UserError(f"--judge: {', '.join(dupes)} given more than once; a jury needs distinct judges")
-    for spec in judges if precheck is not None else ():
+    for spec in judges:
+        if precheck is None:
+            break
         try:
             precheck(spec)
         except UserError as err:
@@ -151,13 +154,18 @@ def write_evidence(store: RunStore, trials: Sequence[SleightTrial]) -> int:
     return store.write("judge_evidence", recs)
 
 
+def _labels(labels: dict[str, bool | None]) -> dict[str, Any]:
+    """The label columns of a record, one per ``LABELS`` entry."""
+    return {k: labels[k] for k in LABELS}
+
+
 def vote_record(v: Vote, cfg: JudgeConfig, provenance_id: str,
                 thinking: ThinkingSetting | None = None) -> JudgeVoteRecord:
     spec = load_prompt_spec()
     thinking = thinking or ThinkingSetting("default")
     return JudgeVoteRecord(
         key=vote_key(v.trial_key, v.judge, cfg.config_id), provenance_id=provenance_id, trial_key=v.trial_key,
-        judge=v.judge, config_id=cfg.config_id, status=v.status, **{k: v.labels[k] for k in LABELS},
+        judge=v.judge, config_id=cfg.config_id, status=v.status, **_labels(v.labels),
         confidence=v.confidence, rationale=v.rationale, parse_error=v.parse_error, attempts=v.attempts,
         raw_text=v.raw_text, retry_text=v.retry_text, prompt_text=v.prompt_text,
         retry_prompt_text=v.retry_prompt_text, finish_reason=v.finish_reason, fence=cfg.fence,
@@ -241,7 +249,7 @@ def judge_all(store: RunStore, jury: dict[str, object], trials: Sequence[Sleight
             seen[0] = report.written["judge_votes"]
             bar.advance(tasks[judge], len(batch))
 
-        config = (list(jury), {}, cfg)  # another process would load the judges by name (default options)
+        config: tuple[list[str], dict, JudgeConfig] = (list(jury), {}, cfg)  # another process would load the judges by name (default options)
         commit(store, executor.execute(units, Worker(*WORKER, config=config)), on_batch=on_batch)
     return written
 
@@ -269,7 +277,7 @@ def write_verdicts(store: RunStore, trials: Sequence[SleightTrial], jury: Sequen
     for t in trials:
         verdict = combine(t.key, by_trial.get(t.key, []), jury, unparsed)
         recs.append(JudgeVerdictRecord(key=t.key, trial_key=t.key, provenance_id=",".join(provenance_ids),
-                                       **verdict.labels, ignored=verdict.ignored, n_judges=len(jury),
+                                       **_labels(verdict.labels), ignored=verdict.ignored, n_judges=len(jury),
                                        jury=list(jury), config_id=cfg_id, tally=verdict.tally,
                                        unparsed_rule=unparsed))
     replace_rows(store, "judge_verdicts", JudgeVerdictRecord, recs)

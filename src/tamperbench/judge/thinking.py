@@ -12,6 +12,7 @@ table never claims a judge "did not think" when its template had no way to be to
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 from tamperbench.errors import UserError
@@ -61,7 +62,7 @@ def thinking_setting(backend: object, mode: ThinkingMode) -> ThinkingSetting:
     want = mode == "on"
     if getattr(backend, "server_side_template", False):
         return ThinkingSetting(mode, {"enable_thinking": want}, "sent as chat_template_kwargs; the server's template")
-    render = getattr(backend, "chat_text", None)
+    render: Any = getattr(backend, "chat_text", None)
     for name in SWITCHES if render is not None else ():
         try:
             on, off = (render(_PROBE, template_kwargs={name: v}) for v in (True, False))

@@ -49,7 +49,7 @@ __all__ = ["DEFAULT_CAP", "BatchChoice", "choose_batch_size", "decoder_columns",
            "kv_bytes_per_token", "prefill_bytes", "ragged_rows", "rows_that_fit", "slot_batch"]
 
 DEFAULT_CAP = 64  # beyond this CPU throughput stops improving; GPUs may pass a larger cap
-# Tokens per prefill forward: the step decoder's _PREFILL_TOKENS and prefix_share's _PREFILL_COLUMNS
+# Tokens per prefill forward: the step decoder's _PREFILL_TOKENS and prefix_groups' _PREFILL_COLUMNS
 # (tests/unit/models/test_memory_rule.py checks that the three agree).
 PREFILL_TOKENS = 16384
 # Activation floats alive per prefill token at a llama layer's MLP peak: residual, norm, q, the

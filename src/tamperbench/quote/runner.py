@@ -15,7 +15,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 from rich.console import Console
@@ -138,7 +138,7 @@ def build_trials(spec: QuoteRunSpec) -> list[Trial]:
 class QuoteContext:
     """What a worker process holds: the loaded backend and the spec."""
 
-    backend: object
+    backend: Any  # a ChatBackend (duck-typed: a test may wrap one)
     spec: QuoteRunSpec
 
 

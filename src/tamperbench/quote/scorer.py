@@ -64,7 +64,7 @@ def _classify(answer: str, item: Item, doc: str, ev: dict) -> tuple[str, str | N
     if a == g:
         ev["forgiven"] = forgiven_differences(answer, gold)
         return "faithful_normalized", "+".join(ev["forgiven"]) or None
-    if item.planted is not None and a == normalise(item.corrected_gold):
+    if item.planted is not None and a == normalise(item.corrected_gold or ""):
         return "corrected", item.planted.kind
     a_core, g_core = strip_trailing_punct(a), strip_trailing_punct(g)
     if a_core and a_core == g_core:

@@ -152,7 +152,8 @@ def create_app(backend, *, model_name: str, api_key: str | None = None, max_batc
         else:
             job = await run(Job(ids, req.max_tokens, req.stop, top, req.temperature, req.seed))
         text = job.text or backend.decode(job.tokens)
-        toks, lps, tops = list(job.tokens), list(job.logprobs), []
+        toks, lps = list(job.tokens), list(job.logprobs)
+        tops: list[dict | None] = []
         if req.logprobs is not None:
             tops = [dict(zip((token_text(a, req.return_tokens_as_token_ids) for a in ids_), lp_))
                     for ids_, lp_ in zip(job.top_ids, job.top_logprobs)] if top else [None] * len(toks)

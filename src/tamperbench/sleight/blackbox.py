@@ -186,7 +186,7 @@ class BlackBoxEngine:
             tr.logprobs[k] = float(comp.prompt_logprobs[j])
             top = comp.prompt_top[j]
             tr.entropy_top20[k] = topk_entropy(top)
-            if tr.topk_ids is not None:
+            if tr.topk_ids is not None and tr.topk_logprobs is not None:
                 items = sorted((top or {}).items(), key=lambda kv: -kv[1])
                 tr.topk_ids[k] = [a for a, _ in items]
                 tr.topk_logprobs[k] = [b for _, b in items]

@@ -348,12 +348,14 @@ class SwapEngine:
             q.clean_done = True
         elif st.kind == "trial":
             q.running -= 1
+            assert st.sub is not None  # a trial row always names its substitution
             q.trials[st.sub] = st.trace
         else:
             q.running -= 1
 
     def _result(self, q: _Question) -> QuestionResult:
         clean = q.clean
+        assert clean is not None  # a question's result is built after its clean answer
         trials: dict[str, DecodeTrace] = {}
         if q.first_swap is None:  # untouched: no whole-word trigger in the clean answer
             for sub in q.task.substitutions:

@@ -23,7 +23,7 @@ def _s(v) -> str:
     return "" if v is None else str(v)
 
 
-def _gap(a: int | None, b: int | None) -> str:
+def _gap(a: float | None, b: float | None) -> str:
     return "" if a is None or b is None else f"{a - b:+d}"
 
 

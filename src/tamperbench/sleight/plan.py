@@ -48,7 +48,8 @@ def _slots(spec, units, msgs, backend) -> int:
     ``--batch-size``); the spec's or load-time batch where there is no local model to size."""
     from tamperbench.models.protocols import StepBackend
 
-    if not units or not isinstance(backend, StepBackend):  # the black-box engine: no slots to size
+    steps = isinstance(backend, StepBackend)  # (a flag, not a narrowing: the backend also chats)
+    if not units or not steps:  # the black-box engine: no slots to size
         return int(spec.batch_size or backend.max_batch_size)
     from tamperbench.sleight.engine import QuestionTask, choose_slots
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -136,7 +137,7 @@ class QuestionWork:
 class SleightContext:
     """What a worker process holds: the loaded backend, the trigger detector and the spec."""
 
-    backend: object
+    backend: Any  # a ChatBackend (duck-typed: a test may wrap one)
     detector: TriggerDetector
     spec: SleightSpec
 

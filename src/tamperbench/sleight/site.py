@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from tamperbench.report.site.model import Plot, RunInfo, Section
 from tamperbench.report.site.tables import Cell, LeaderTable
@@ -97,7 +98,7 @@ def write_viewer(run: RunInfo, writer) -> tuple[str, dict]:
     by_q: dict[str, list[dict]] = defaultdict(list)
     for t in trials:
         by_q[t["question_id"]].append(t)
-    index = {"run": str(run.path), "questions": [], "words": sorted({t["substitution"] for t in trials}),
+    index: dict[str, Any] = {"run": str(run.path), "questions": [], "words": sorted({t["substitution"] for t in trials}),
              "trials": []}
     for qi, (qid, group) in enumerate(sorted(by_q.items())):
         pid = group[0]["provenance_id"]
@@ -105,7 +106,7 @@ def write_viewer(run: RunInfo, writer) -> tuple[str, dict]:
             toks[pid] = _tokenizer_for(provs.get(pid, {}))
         tok = toks[pid]
         c = clean.get(group[0]["clean_key"])
-        chunk = {"question": group[0]["question"], "clean": None, "trials": []}
+        chunk: dict[str, Any] = {"question": group[0]["question"], "clean": None, "trials": []}
         if c is not None:
             chunk["clean"] = {"text": c["text"], "pieces": _pieces(tok, c["token_ids"]),
                               "surprisal": _rounded(c["surprisal"])}

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 BEFORE, AFTER = 4, 8
@@ -33,7 +35,7 @@ def aligned_offsets(values, injected, swap_pos: int, before: int = BEFORE, after
     return out
 
 
-def swap_profile(traces: list[tuple[object, list[int]]], signal: str) -> dict:
+def swap_profile(traces: list[tuple[Any, list[int]]], signal: str) -> dict:
     """Mean and 95% normal band per offset over every swap of every trial given as (trace, swap positions)."""
     by_off: dict[int, list[float]] = {o: [] for o in range(-BEFORE, AFTER + 1)}
     for trace, positions in traces:

@@ -177,7 +177,7 @@ def paper_counts(trials: list[dict], judged: bool) -> dict:
     A trial is judged when any label has a value; a label without one counts as not assigned; ignored is
     "no label assigned"; Deltas are summed over trials that have one.
     """
-    c = {k: 0 for k in ("n", "unt", "jn", "flag", "corr", "der", "aware", "ign", "en", "e_flag", "e_der",
+    c: dict[str, float] = {k: 0 for k in ("n", "unt", "jn", "flag", "corr", "der", "aware", "ign", "en", "e_flag", "e_der",
                         "sn", "s_flag", "s_der", "dsn", "den")}
     c["ds"], c["de"] = 0.0, 0.0
     for t in trials:

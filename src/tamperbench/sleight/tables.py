@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -123,7 +124,7 @@ TITLES = {
 }
 
 
-def _markdown(title: str, head: list[str], rows: list[list[str]]) -> str:
+def _markdown(title: str, head: list[str], rows: Sequence[Sequence[object]]) -> str:
     return markdown_table(head, rows, title) + "\n"  # model names: inert
 
 

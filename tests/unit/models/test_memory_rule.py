@@ -98,7 +98,7 @@ def test_choose_batch_size_notes_a_lowered_explicit_cap(capsys, monkeypatch):
 
 def test_prefill_chunk_constants_agree():
     """The rule sizes one prefill forward by the decoder's and prefix sharing's chunk constants."""
-    from tamperbench.models import prefix_share
+    from tamperbench.models import prefix_groups
     from tamperbench.models.decoding import decoder
 
-    assert M.PREFILL_TOKENS == decoder._PREFILL_TOKENS == prefix_share._PREFILL_COLUMNS
+    assert M.PREFILL_TOKENS == decoder._PREFILL_TOKENS == prefix_groups._PREFILL_COLUMNS

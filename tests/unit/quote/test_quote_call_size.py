@@ -18,6 +18,9 @@ class _Local(SimpleNamespace):
     def prefix_memory(self):  # what marks a backend that prefills a shared prefix once
         raise AssertionError("not called")
 
+    def rows_from_memory(self):  # the MemoryRowsBackend capability (models/protocols.py)
+        raise AssertionError("not called")
+
 
 def _standard():
     return sorted(build_trials(QuoteRunSpec(preset="standard")), key=lambda t: t.prompt)

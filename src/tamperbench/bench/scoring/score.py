@@ -34,7 +34,8 @@ def _mc(item: BenchItem, response: str) -> Verdict:
     from tamperbench.bench.scoring.text_rules import coerce_letter
 
     letter, rule = coerce_letter(response, item.choices or ())
-    gold = set(item.true_letters) if item.scoring == "mc_letter_any_true" and item.true_letters else {item.answer}
+    gold: set[str] = (set(item.true_letters) if item.scoring == "mc_letter_any_true" and item.true_letters
+                      else {item.answer} if item.answer is not None else set())
     correct = letter in gold if letter else False
     return Verdict(item_id=item.id, benchmark=item.benchmark, scoring=item.scoring, score=float(correct),
                    correct=correct, parsed=letter, parse_ok=letter is not None, gold=",".join(sorted(gold)),
