@@ -7,12 +7,21 @@ errors for both, and the throughput ratio. The server batches concurrent request
 step decoder, so the ratio is the batching gain.
 
     .venv/bin/python benchmarks/serve_load.py [--clients 32 --per-client 2 --max-tokens 16]
+
+``--abandon N`` (issue 29.4) measures instead: N clients send ``max_tokens`` 4096 and disconnect after
+``--abandon-after`` seconds; then one 2-token request is timed, and the server's resident memory is read
+(``/proc/PID/status``) before, at the peak, and a few seconds after. The server drops abandoned rows, so
+the short request must be answered within a few seconds and memory return within 10% of the start.
+
+    .venv/bin/python benchmarks/serve_load.py --abandon 20
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -23,9 +32,9 @@ PROMPTS = ["what causes the phases of the moon?", "what is the capital of Austra
            "how do plants make food?", "what is the largest planet?", "who wrote Hamlet?"]
 
 
-def start_server() -> tuple[subprocess.Popen, str]:
+def start_server(max_batch: int = 32) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "tamperbench.cli", "serve", "--port", "0", "--max-batch", "32"],
+    proc = subprocess.Popen([sys.executable, "-m", "tamperbench.cli", "serve", "--port", "0", "--max-batch", str(max_batch)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     while True:
         line = proc.stdout.readline()
@@ -50,17 +59,66 @@ def summary(name: str, lat: list[float], tokens: int, wall: float, errors: int) 
     return tps
 
 
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:")) / 1024
+
+
+def abandon(n: int, after_s: float, max_batch: int) -> None:
+    """N long requests that disconnect, then one short request timed; memory before, peak, after."""
+    import openai
+
+    proc, url = start_server(max_batch)
+    try:
+        host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+        client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=600)
+        one(client, 0, 2)  # warm-up
+        start = rss_mb(proc.pid)
+        body = json.dumps({"model": "embedded", "max_tokens": 4096,
+                           "messages": [{"role": "user", "content": "Write a very long story about the sea."}]}).encode()
+        socks = []
+        for _ in range(n):
+            s = socket.create_connection((host, int(port)))
+            s.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            socks.append(s)
+        peak, t_end = start, time.perf_counter() + after_s
+        while time.perf_counter() < t_end:
+            peak = max(peak, rss_mb(proc.pid))
+            time.sleep(0.1)
+        for s in socks:
+            s.close()
+        t = time.perf_counter()
+        dt, n_tok = one(client, 1, 2)
+        short = time.perf_counter() - t
+        time.sleep(3)
+        after = rss_mb(proc.pid)
+        print(f"{n} abandoned requests (max_tokens 4096, disconnected after {after_s:.0f} s), max batch {max_batch}")
+        print(f"short request (2 tokens) after them: {short:.2f} s, {n_tok} tokens")
+        print(f"server RSS: start {start:.0f} MB, peak {peak:.0f} MB, 3 s after the short request {after:.0f} MB "
+              f"({100 * (after - start) / start:+.1f}% of start)")
+        if short > 10 or after > 1.10 * start:
+            raise SystemExit(1)
+    finally:
+        proc.kill()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--abandon", type=int, default=0, help="run the abandon test with this many long requests")
+    ap.add_argument("--abandon-after", type=float, default=5.0)
+    ap.add_argument("--max-batch", type=int, default=32)
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--per-client", type=int, default=2)
     ap.add_argument("--sequential", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--limit-s", type=float, default=60.0)
     a = ap.parse_args()
+    if a.abandon:
+        return abandon(a.abandon, a.abandon_after, a.max_batch)
     import openai
 
-    proc, url = start_server()
+    proc, url = start_server(a.max_batch)
     try:
         client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120)
         one(client, 0, 2)  # warm-up

@@ -24,6 +24,8 @@ def serve(
     served_name: Annotated[Optional[str], typer.Option("--served-model-name", help="Model name clients ask for "
                                                        "(default: the model spec).")] = None,
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, max=256, help="Concurrent requests decoded as one batch.")] = 16,
+    max_queue: Annotated[int, typer.Option("--max-queue", min=0, max=100_000, help="Requests that may wait for a free "
+                                           "row; past it the server answers 503 with Retry-After.")] = 64,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = None,
 ) -> None:
@@ -53,7 +55,7 @@ def serve(
 
     backend = load_backend(model, device=device, dtype=dtype)
     name = served_name or model
-    app = create_app(backend, model_name=name, api_key=api_key, max_batch=max_batch)
+    app = create_app(backend, model_name=name, api_key=api_key, max_batch=max_batch, max_queue=max_queue)
     bound = sock.getsockname()[1]
     print(f"serving {name} at http://{host}:{bound}/v1 (provenance {backend.provenance_id})", flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)

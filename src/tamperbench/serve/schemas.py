@@ -41,7 +41,7 @@ class _Common(BaseModel):
 
     model: str = Field(max_length=512)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)  # torch's generator takes a 64-bit seed
     stop: list[str] = Field(default_factory=list)
     n: Literal[1] = 1
     stream: Literal[False] = False

@@ -1,0 +1,118 @@
+"""Issue 29.4-29.6 over real HTTP on 127.0.0.1: the server (``create_app`` under uvicorn, in a thread of
+this process so the test can read its batcher) over the real embedded model.
+
+- Clients that send long requests (max_tokens 4096) and disconnect: their rows leave the batch at
+  once, and a short request sent after them is answered in seconds (it used to wait behind them).
+- A full waiting line is a 503 with ``Retry-After``, not unbounded latency.
+- ``seed`` 2^70 is a 400 naming the field (it was a 500); a tiny temperature samples, never NaN.
+- A chat body too long for any tokenisation to fit is refused before it is tokenised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.model
+
+PROMPT = "Once upon a time, in a small village by the sea,"
+
+
+@contextlib.contextmanager
+def live_server(backend, **kw):
+    import uvicorn
+
+    from tamperbench.serve.app import create_app
+
+    app = create_app(backend, model_name="embedded", **kw)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started and time.time() < deadline:
+        time.sleep(0.02)
+    try:
+        yield sock.getsockname()[1], app.state.batcher
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        app.state.batcher.close()
+
+
+def send(port: int, path: str, body: dict) -> socket.socket:
+    """Send one POST and return the open socket without reading the answer (a client that may leave)."""
+    data = json.dumps(body).encode()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+    return s
+
+
+def post(port: int, path: str, body: dict, timeout: float = 60) -> tuple[int, dict, dict]:
+    con = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    con.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = con.getresponse()
+    return r.status, dict(r.getheaders()), json.loads(r.read() or b"{}")
+
+
+def wait_for(cond, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_abandoned_requests_leave_the_batch_and_a_short_one_is_answered(embedded_backend):
+    with live_server(embedded_backend, max_batch=4) as (port, batcher):
+        gone = [send(port, "/v1/completions", {"model": "embedded", "prompt": PROMPT, "max_tokens": 4096})
+                for _ in range(6)]  # 4 decoding rows and 2 waiting
+        assert wait_for(lambda: batcher.stats["max_rows"] == 4 and batcher.stats["steps"] > 1, 60)  # decoding
+        for s in gone:
+            s.close()
+        t = time.perf_counter()
+        status, _, out = post(port, "/v1/completions", {"model": "embedded", "prompt": PROMPT, "max_tokens": 2},
+                              timeout=30)
+        took = time.perf_counter() - t
+        assert status == 200 and out["usage"]["completion_tokens"] == 2
+        assert took < 10, took  # it used to wait for 4 x 4096 tokens
+        assert wait_for(lambda: batcher.stats["active"] == 0 and batcher.waiting() == 0, 10)
+        assert batcher.stats["dropped"] == 6
+        assert batcher.stats["tokens"] < 6 * 400  # nowhere near 6 x 4096 tokens were decoded
+
+
+def test_a_full_queue_is_503_with_retry_after(embedded_backend):
+    with live_server(embedded_backend, max_batch=1, max_queue=1) as (port, batcher):
+        socks = [send(port, "/v1/completions", {"model": "embedded", "prompt": PROMPT, "max_tokens": 4096})]
+        assert wait_for(lambda: batcher.stats["active"] == 1, 30)
+        socks.append(send(port, "/v1/completions", {"model": "embedded", "prompt": PROMPT, "max_tokens": 4096}))
+        assert wait_for(lambda: batcher.waiting() == 1, 10)
+        status, headers, out = post(port, "/v1/completions", {"model": "embedded", "prompt": PROMPT, "max_tokens": 2})
+        assert status == 503 and headers.get("retry-after") == "2" and out["error"]["code"] == "queue_full"
+        assert batcher.stats["refused"] == 1
+        for s in socks:
+            s.close()
+        assert wait_for(lambda: batcher.stats["active"] == 0 and batcher.waiting() == 0, 10)
+
+
+def test_request_numbers_out_of_range_and_long_text(embedded_backend):
+    with live_server(embedded_backend, max_batch=2) as (port, _batcher):
+        chat = {"model": "embedded", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        status, _, out = post(port, "/v1/chat/completions", {**chat, "temperature": 0.7, "seed": 2**70})
+        assert status == 400 and "'seed'" in out["error"]["message"]
+        status, _, out = post(port, "/v1/chat/completions", {**chat, "temperature": 1e-300, "seed": -5})
+        assert status == 200 and out["usage"]["completion_tokens"] >= 1  # sampled, one-hot: no NaN, no 500
+        long = {**chat, "messages": [{"role": "user", "content": "x" * 999_000}]}
+        t = time.perf_counter()
+        status, _, out = post(port, "/v1/chat/completions", long)
+        assert status == 400 and "'messages'" in out["error"]["message"] and "characters" in out["error"]["message"]
+        assert time.perf_counter() - t < 5  # refused before tokenising
