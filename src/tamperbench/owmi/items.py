@@ -2,7 +2,7 @@
 
 Why built in: the quick preset must run on a fresh clone with no dataset downloads. The items
 are written for this project (not copied from any benchmark), in the same shapes the adapters
-produce (four-option multiple choice, GSM8K-style final answers), so the engine takes them and
+produce (short answers scored by exact match / token F1), so the engine takes them and
 the twelve benchmark adapters' items (``tamperbench.bench``) through one schema: ``BenchItem``.
 """
 
@@ -13,22 +13,26 @@ from tamperbench.bench.schema import BenchItem, Provenance
 _PROV = dict(dataset="tamperbench/owmi-builtin", split="builtin", source="tamperbench.owmi.items",
              sha256="builtin")
 
+# Short answers, scored by token F1 / exact match against the gold answer (``gsm8k_em_f1``: SQuAD-style
+# normalisation; the whole reply is read when it has no '####'). Why not four-option letters: the embedded
+# model answers "A." to every multiple-choice item ("A. Paris" for a B gold), so its baseline task score was
+# 0 on every quick-preset item, sham included, and Eq. 20's task damage could not show. Answered in words,
+# it scores above 0 at baseline ("The capital of France is Paris." -> F1 0.33; "3 + 4 = 7" -> 0.5), and an
+# intervention that damages the answer lowers that score.
 _RAW = [
-    ("knowledge", "mc_letter_exact", "What is the capital of France?", ("Berlin", "Paris", "Madrid", "Rome"), "B"),
-    ("knowledge", "mc_letter_exact", "Which planet is closest to the Sun?", ("Venus", "Earth", "Mercury", "Mars"), "C"),
-    ("knowledge", "mc_letter_exact", "What is the chemical symbol for water?", ("H2O", "CO2", "O2", "NaCl"), "A"),
-    ("commonsense", "mc_letter_exact", "You drop a glass on a stone floor. What most likely happens?",
-     ("It bounces", "It breaks", "It melts", "It floats"), "B"),
-    ("commonsense", "mc_letter_exact", "It is raining and you must walk outside. What do you take?",
-     ("Sunglasses", "A shovel", "A spoon", "An umbrella"), "D"),
-    ("commonsense", "mc_letter_exact", "Where do people usually keep milk cold?",
-     ("In a refrigerator", "In an oven", "In a drawer", "On a shelf"), "A"),
-    ("arithmetic", "gsm8k_em_f1", "Tom has 3 apples and buys 4 more. How many apples does he have?", None, "7"),
-    ("arithmetic", "gsm8k_em_f1", "A box holds 6 eggs. How many eggs are in 2 boxes?", None, "12"),
-    ("arithmetic", "gsm8k_em_f1", "Sara had 10 sweets and ate 3. How many sweets are left?", None, "7"),
+    ("knowledge", "gsm8k_em_f1", "What is the capital of France?", None, "Paris"),
+    ("knowledge", "gsm8k_em_f1", "Which planet is closest to the Sun?", None, "Mercury"),
+    ("knowledge", "gsm8k_em_f1", "What is the chemical symbol for water?", None, "H2O"),
+    ("commonsense", "gsm8k_em_f1", "You drop a glass on a stone floor. Does it break or bounce?", None, "break"),
+    ("commonsense", "gsm8k_em_f1", "It is raining and you must walk outside. What do you take?", None, "umbrella"),
+    ("commonsense", "gsm8k_em_f1", "Where do people usually keep milk cold?", None, "refrigerator"),
+    ("arithmetic", "gsm8k_em_f1", "What is 3 + 4?", None, "7"),
+    ("arithmetic", "gsm8k_em_f1", "What is 2 times 6?", None, "12"),
+    ("arithmetic", "gsm8k_em_f1", "What is 10 minus 3?", None, "7"),
 ]
 
-ARITH_INSTRUCTION = "Solve the problem. Give the final answer as a number after '####'."
+WORD_INSTRUCTION = "Answer with one word."
+ARITH_INSTRUCTION = "Answer with a number."
 
 
 def builtin_items() -> list[BenchItem]:
@@ -37,7 +41,8 @@ def builtin_items() -> list[BenchItem]:
     for i, (domain, rule, q, choices, answer) in enumerate(_RAW):
         items.append(BenchItem(
             id=f"owmi-builtin/{domain}-{i}", benchmark="owmi-builtin", domain=domain, scoring=rule,
-            instruction=ARITH_INSTRUCTION if rule == "gsm8k_em_f1" else None, question=q, choices=choices,
+            instruction=None, question=f"{q} {ARITH_INSTRUCTION if domain == 'arithmetic' else WORD_INSTRUCTION}",
+            choices=choices,
             answer=answer, provenance=Provenance(original_id=str(i), line=i + 1, **_PROV)))
     return items
 

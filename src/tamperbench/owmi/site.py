@@ -65,7 +65,27 @@ def _tables(result: dict) -> list[LeaderTable]:
             v = c["claim"]
             claims.add(who[identity.of(c["cell"])], label, cell(v["level"]), v["claim"], "; ".join(v["held"]),
                        "; ".join(v["failed"]), "; ".join(v["not_measured"]))
-    return [prof, det, claims, _model_claims_table(result), _decay_table(result), _recon_table(result)]
+    return [prof, det, claims, _model_claims_table(result), _decay_table(result), _recon_table(result),
+            _closedset_table(result)]
+
+
+def _closedset_table(result: dict) -> LeaderTable:
+    """Localization / characterization (Section 3.2): accuracy against chance, paired margin over sham, macro-F1."""
+    from tamperbench.owmi.analysis.closedset import closedset_rows
+
+    t = LeaderTable(slug="owmi-closedset", title="Localization and characterization: accuracy against chance and "
+                    "macro-F1 (complete coding; 95% item-clustered bootstrap intervals)",
+                    columns=["model", "cell", "scored", "accuracy", "chance", "margin vs sham", "macro-F1 (chance)",
+                             "parsed / attempted"])
+    for r in closedset_rows(result):
+        f1 = (Cell(f"{r['macro_f1']:.3f} {r['macro_f1_ci']} ({r['macro_f1_chance']:.3f})", r["macro_f1"])
+              if r["macro_f1"] is not None else Cell(""))
+        mg = (Cell(f"{r['margin_vs_sham']:+.3f} {r['margin_vs_sham_ci']}", r["margin_vs_sham"])
+              if r["margin_vs_sham"] is not None else Cell(""))
+        acc = (Cell(f"{r['accuracy']:.3f} {r['accuracy_ci']}", r["accuracy"]) if r["scored"]
+               else Cell(f"no parsed report ({r['note']})"))
+        t.add(r["identity"], r["cell"], cell(r["scored"]), acc, cell(r["chance"], "{:.3f}"), mg, f1, Cell(r["parse"]))
+    return t
 
 
 def _recon_table(result: dict) -> LeaderTable:

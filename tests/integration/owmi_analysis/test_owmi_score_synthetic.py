@@ -119,7 +119,10 @@ def test_score_tables_claims_and_files(runs, tmp_path):
         assert {"random_matched", "observer"} <= set(c["detection"]["margins"])
     strong, null = cells[("strong", 4.0)], cells[("null", 4.0)]
     assert strong["detection"]["complete"]["auroc_ci"][0] > 0.5
-    assert strong["claim"]["level"] == 4 and "without demonstrated semantic access" in strong["claim"]["claim"]
+    # every control beaten, but these records carry no task answer: Eq. 20's damage is unmeasured, so D.5 keeps
+    # the cell at level 3 (margins never read apart from task damage)
+    assert strong["claim"]["level"] == 3 and "artifact-sensitivity" in strong["claim"]["claim"]
+    assert any(x.startswith("detection not confined to task damage (Eq. 20") for x in strong["claim"]["not_measured"])
     assert null["claim"]["level"] == 2 and "bounded null" in null["claim"]["claim"]
     assert any("reconstruction" in x for x in null["claim"]["not_measured"])
     assert strong["rho"]["rho"] == pytest.approx(strong["detection"]["complete"]["margin"] / 0.45)

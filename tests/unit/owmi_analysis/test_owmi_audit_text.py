@@ -26,7 +26,8 @@ class _Spec(BaseModel):
 
 def rec(pair: int, cond: str, parsed: bool, detected: bool | None = None, tier: int | None = None, **over) -> OwmiRun:
     d = {**BASE, **over}
-    return OwmiRun(**d, key=trial_key([pair, cond, tier, d["probe_family"], d["track"]]), pair_id=f"p{pair}",
+    return OwmiRun(**d, key=trial_key([pair, cond, tier, d["probe_family"], d["track"]]),
+                   pair_id=f"p{pair}-{d['track']}-{d['probe_family']}",
                    item_id=f"i{pair}", condition=cond, observer_tier=tier, parse_ok=parsed,
                    detected=detected if parsed else None, graded=(float(detected) if parsed else None))
 

@@ -39,8 +39,15 @@ PROBE = {"passes": True, "m_probe": 0.4567, "layers": [{"null_quantile": 0.1234}
 LADDER = {"m0": {"estimate": 0.2, "ci": [0.05, 0.3]}, "stratified": True, "reason": "m0 from 4 doses"}
 
 
-def run(d=None, *, kp=KP, probe=PROBE, ladder=LADDER, bh=True):
-    return claim(det() if d is None else d, probe=probe, known_positive=kp, ladder=ladder, bh_reject=bh)
+# Eq. 20 measured and no damage shown: without it no cell goes above level 3 (D.5; test_owmi_audit_damage.py)
+UNDAMAGED = {"measurable": True, "damaged": False, "delta_task": 0.0, "delta_task_ci": [-0.125, 0.125], "items": 3,
+             "baseline_mean": 0.5, "divergence_js_mean": 0.01}
+DAMAGE_LINE = ("detection not confined to task damage (Eq. 20: task score not shown to drop at this dose): "
+               "Delta_task = +0.000 [-0.125, 0.125] over 3 items (baseline 0.500; divergence mean JS 0.0100)")
+
+
+def run(d=None, *, kp=KP, probe=PROBE, ladder=LADDER, bh=True, damage=UNDAMAGED):
+    return claim(det() if d is None else d, probe=probe, known_positive=kp, ladder=ladder, bh_reject=bh, damage=damage)
 
 
 def test_every_condition_held_is_level_4_and_lists_each_line():
@@ -54,6 +61,7 @@ def test_every_condition_held_is_level_4_and_lists_each_line():
         "margin over the random-matched control above zero: +0.1250 [+0.0625, +0.2500]",
         "margin over the observer bound above zero: +0.2500 [+0.1250, +0.3750] (tiers [1, 3])",
         "positive used-object m0 near zero dose: m0 from 4 doses",
+        DAMAGE_LINE,
     ]
     assert v["failed"] == [] and v["not_measured"] == RECON
 

@@ -17,6 +17,8 @@ DET = {"complete": {"pairs": 12, "auroc": 0.8125, "auroc_ci": [0.625, 0.9375]},
        "margins": {"random_matched": {"estimate": 0.125, "ci": [0.0625, 0.25]},
                    "observer": {"estimate": 0.25, "ci": [0.125, 0.375], "observer_tiers": [1]}}}
 KP = {"passes": True, "dprime": {"estimate": 2.345}, "auroc": {"estimate": 0.95678}}
+UNDAMAGED = {"measurable": True, "damaged": False, "delta_task": 0.0, "delta_task_ci": [-0.125, 0.125], "items": 3,
+             "baseline_mean": 0.5, "divergence_js_mean": 0.01}  # Eq. 20 measured, no damage shown
 PROBE = {"passes": True, "m_probe": 0.4567, "layers": [{"null_quantile": 0.1234}]}
 LADDER = {"m0": {"estimate": 0.2, "ci": [0.05, 0.3]}, "stratified": True, "reason": "m0 from 4 doses"}
 VALID = {"raters": 3, "sample_size": 60, "threshold": 0.8, "agreement": 0.85}
@@ -30,7 +32,7 @@ def recon(lo=0.125, est=0.375, hi=0.625):
 
 
 def run(r=None, v=None, **kw):
-    args = dict(probe=PROBE, known_positive=KP, ladder=LADDER, bh_reject=True)
+    args = dict(probe=PROBE, known_positive=KP, ladder=LADDER, bh_reject=True, damage=UNDAMAGED)
     args.update(kw)
     return claim(DET, recon=r, recon_validation=v, **args)
 

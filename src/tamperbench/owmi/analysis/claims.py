@@ -12,7 +12,10 @@ see exactly why a stronger claim was not made. Levels, weakest first:
 2. bounded null - detection does not exceed paired sham with valid anchors: bounds reportability
    under the tested conditions (quoted as the equivalence bound); never "lacks all access".
 3. artifact-sensitivity / first-order-leakage account - detection exceeds sham, but not the
-   random-direction or observer control, or it is confined to damaged / divergent outputs.
+   random-direction or observer control, or it is confined to damaged / divergent outputs: a
+   cell goes above 3 only where Eq. 20's task damage was measured and not shown
+   (``damage.damage_condition``); divergence (mean JS) is printed beside it, and the
+   near-zero-dose m0 of level 5 is the divergence side.
 4. perturbation sensitivity without demonstrated semantic access - detection exceeds sham and
    the controls, but reconstruction was not shown to beat the observer bound.
 5. controlled evidence of reportability, consistent with second-order access - additionally
@@ -126,7 +129,8 @@ def _recon_conditions(recon: dict | None, validation: dict | None) -> list[tuple
 
 
 def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, ladder: dict | None,
-          bh_reject: bool | None, recon: dict | None = None, recon_validation: dict | None = None) -> dict:
+          bh_reject: bool | None, recon: dict | None = None, recon_validation: dict | None = None,
+          damage: dict | None = None) -> dict:
     """Verdict for one cell from its detection entry, the matching anchors, its dose ladder, and the
     rule-scored entry of its reconstruction cell (``reconstruction.reconstruction_entry``) with any
     human validation of that rule."""
@@ -170,6 +174,10 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
                   "no dose ladder" if ladder is None else
                   (ladder.get("reason") or "") + ("" if ladder.get("stratified") else " (no used-object stratum)")))
 
+    from tamperbench.owmi.analysis.damage import damage_condition
+
+    dmg = damage_condition(damage)
+    conds.append(dmg)
     held = [f"{n}: {d}" for n, ok, d in conds if ok is True]
     failed = [f"{n}: {d}" for n, ok, d in conds if ok is False]
     unknown = [f"{n}: {d}" for n, ok, d in conds if ok is None]
@@ -181,7 +189,8 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
         # (D.3), both anchors and m0: without all of them the controls decide between 3 and 4
         recon_ok, val_ok = (ok for _, ok, _ in recon_conds)
         full = all(x is True for x in (recon_ok, val_ok, kp_ok, pr_ok, m0_ok))
-        level = (5 if full else 4) if ctrl_ok else 3
+        # D.5: margins shown only together with task damage (or with damage unmeasured) stay at level 3
+        level = (5 if full else 4) if ctrl_ok and dmg[1] is True else 3
     elif kp_ok is not True or pr_ok is not True:
         level = 1
     else:

@@ -14,6 +14,8 @@ from typing import Any
 
 from tamperbench.owmi.analysis import identity
 from tamperbench.owmi.analysis.claims import claim
+from tamperbench.owmi.analysis.closedset import FAMILIES, closedset_entry
+from tamperbench.owmi.analysis.damage import corruption, damage_key, task_damage
 from tamperbench.owmi.analysis.decay import decay_contrasts
 from tamperbench.owmi.analysis.score import (CELL_FIELDS, LADDER_FIELDS, group_cells, confidence_entry, detection_entry,
                                              ladder_entry, load_runs, variance_entry)
@@ -119,8 +121,11 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         entry: dict[str, Any] = {"cell": cell, "runs": len(rs)}
         if cell["probe_family"] in ("detection", "confidence"):
             entry["detection"] = detection_entry(rs, n_boot, seed)
+            entry["corruption"] = corruption(rs, n_boot, seed)  # D.4: rates, and discrimination without them
         if cell["probe_family"] == "reconstruction":
             entry["reconstruction"] = rc.reconstruction_entry(rs, n_boot, seed)
+        if cell["probe_family"] in FAMILIES:  # Section 3.2: localization / characterization accuracy
+            entry["closed_set"] = closedset_entry(cell["probe_family"], rs, n_boot, seed)
         entry["confidence"] = confidence_entry(rs)
         cells.append(entry)
     det_cells = [c for c in cells if c["cell"]["probe_family"] == "detection"]
@@ -135,6 +140,10 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         if lad is not None:
             ladders[key] = {"cell": dict(zip(LADDER_FIELDS, key)), **lad}
 
+    damages = task_damage(rows, n_boot, seed)  # Eq. 20, per weights x benchmark x site x operator x dose
+    for c in cells:
+        if "detection" in c:
+            c["task_damage"] = damages.get(damage_key(c["cell"]))
     recon_cells = {rc.joint_key(c["cell"]): c for c in cells if "reconstruction" in c}
     idents = {identity.of(r) for r in rows}
     for c in det_cells:
@@ -146,7 +155,7 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         rcell = recon_cells.get(rc.joint_key(row))
         c["claim"] = claim(c["detection"], probe=probe, known_positive=kp, ladder=lad,
                            bh_reject=comp.get("bh_reject"), recon=rcell and rcell["reconstruction"],
-                           recon_validation=recon_validation)
+                           recon_validation=recon_validation, damage=c["task_damage"])
         if rcell is not None:  # Eq. 17 lives on the reconstruction cell, beside its margins
             rcell["eq17"] = rc.eq17(c["detection"], rcell["reconstruction"],
                                     exceeds_sham(c["detection"], comp.get("bh_reject")))

@@ -144,9 +144,13 @@ def to_markdown(result: dict) -> str:
     from tamperbench.owmi.analysis.decay import decay_markdown
 
     L += decay_markdown(result)
+    from tamperbench.owmi.analysis.closedset import closedset_markdown
+    from tamperbench.owmi.analysis.damage import audit_markdown
     from tamperbench.owmi.analysis.reconstruction import reconstruction_markdown
 
     L += reconstruction_markdown(result)
+    L += closedset_markdown(result)
+    L += audit_markdown(result)
     L += ["", "## Claim verdicts (Appendix D.5)", ""]
     for m in result["model_claims"]:
         L.append(f"- **{esc(m['label'])}** (model level): {esc(m['structure'])}; {esc(m['decay'])}")
@@ -172,15 +176,20 @@ def _write_csv(path: Path, rows: list[dict], empty_fields: list[str]) -> None:
 
 
 def save(result: dict, out: Path) -> dict[str, Path]:
+    from tamperbench.owmi.analysis.closedset import closedset_rows
+    from tamperbench.owmi.analysis.damage import audit_rows
     from tamperbench.owmi.analysis.decay import decay_rows
     from tamperbench.owmi.analysis.reconstruction import reconstruction_rows
 
     out.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": out / "owmi_score.md", "csv": out / "owmi_detection.csv", "json": out / "owmi_score.json",
-             "decay_csv": out / "owmi_decay.csv", "reconstruction_csv": out / "owmi_reconstruction.csv"}
+             "decay_csv": out / "owmi_decay.csv", "reconstruction_csv": out / "owmi_reconstruction.csv",
+             "closedset_csv": out / "owmi_closedset.csv", "damage_csv": out / "owmi_damage.csv"}
     atomic_write(paths["markdown"], to_markdown(result))
     _write_csv(paths["csv"], detection_rows(result), ["model", "cell", "pairs"])
     _write_csv(paths["decay_csv"], decay_rows(result), ["model", "cell", "contrast"])
     _write_csv(paths["reconstruction_csv"], reconstruction_rows(result), ["model", "cell", "scoring"])
+    _write_csv(paths["closedset_csv"], closedset_rows(result), ["model", "cell", "family"])
+    _write_csv(paths["damage_csv"], audit_rows(result), ["model", "cell", "corrupted"])
     atomic_write(paths["json"], json.dumps(result, indent=1, default=str, allow_nan=True))
     return paths
