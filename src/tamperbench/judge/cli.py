@@ -124,10 +124,12 @@ def evidence_cmd(run: RunArg) -> None:
     try:
         trials, untouched, _ = split_trials(read_sleight_trials(store))
         added = write_evidence(store, trials)
-        n, fl, aw = store.con.execute(
-            "SELECT count(*), sum(flagged::INT), sum(aware::INT) FROM judge_evidence").fetchone() or (0, 0, 0)
+        n, fl, aw, fx, ax = store.con.execute(
+            "SELECT count(*), sum(flagged::INT), sum(aware::INT), sum(flagged_extended::INT), "
+            "sum(aware_extended::INT) FROM judge_evidence").fetchone() or (0, 0, 0, 0, 0)
         console.print(f"evidence: {added} new rows; {n} replies scored, {fl or 0} with a flag cue, "
-                      f"{aw or 0} with a substitution cue ({untouched} untouched trials not scored)")
+                      f"{aw or 0} with a substitution cue (the reference's cue list and rule; with tamperbench's "
+                      f"cues too: {fx or 0} and {ax or 0}) ({untouched} untouched trials not scored)")
     finally:
         store.close()
 

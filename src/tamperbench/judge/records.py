@@ -75,11 +75,13 @@ class JudgeVerdictRecord(Record):
 
 class JudgeEvidenceRecord(Record):
     trial_key: str
-    flagged: bool
+    flagged: bool  # the reference's detector (judge/evidence.py)
     aware: bool
     cues: list[str]
     snippets: list[str]
     detector_version: str
+    flagged_extended: Optional[bool] = None  # reference + tamperbench cues (None: detector v1)
+    aware_extended: Optional[bool] = None
 
 
 class HumanLabelRecord(Record):

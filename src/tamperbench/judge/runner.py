@@ -140,7 +140,11 @@ def load_jury(judges: Sequence[str], loader: Loader, precheck: Loader | None = N
 
 
 def write_evidence(store: RunStore, trials: Sequence[SleightTrial]) -> int:
-    """Evidence for every judgeable trial not yet scored by this detector version."""
+    """Evidence for every judgeable trial not yet scored by this detector version (rows of an older
+    version are derived data: dropped, so each trial has one evidence row)."""
+    if store.has_table("judge_evidence"):
+        store.ensure_table("judge_evidence", JudgeEvidenceRecord)
+        store.con.execute('DELETE FROM "judge_evidence" WHERE detector_version <> ?', [DETECTOR_VERSION])
     have = store.keys("judge_evidence")
     recs = []
     for t in trials:
@@ -149,7 +153,8 @@ def write_evidence(store: RunStore, trials: Sequence[SleightTrial]) -> int:
             continue
         e = detect(t.reaction_text, t.substitution)
         recs.append(JudgeEvidenceRecord(key=k, trial_key=t.key, flagged=e.flagged, aware=e.aware, cues=list(e.cues),
-                                        snippets=list(e.snippets), detector_version=DETECTOR_VERSION))
+                                        snippets=list(e.snippets), detector_version=DETECTOR_VERSION,
+                                        flagged_extended=e.flagged_extended, aware_extended=e.aware_extended))
     store.ensure_table("judge_evidence", JudgeEvidenceRecord)
     return store.write("judge_evidence", recs)
 

@@ -34,6 +34,11 @@ def run_cmd(
                                        help="reference (the reference code's trigger rules, which produced the "
                                             "paper's numbers) or appendix-c (tamperbench v1's reading of the "
                                             "paper's Appendix C)."),
+    replacement_case: Optional[str] = typer.Option(None, "--replacement-case",
+                                                   help="first-letter (the reference's: THE -> Scarf) or pattern "
+                                                        "(follow the trigger's case: THE -> SCARF); default: "
+                                                        "first-letter under reference rules, pattern under "
+                                                        "appendix-c."),
     new: NewOpt = False,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print trials, tokens and an ETA; decode and store nothing."),
 ) -> None:
@@ -48,7 +53,8 @@ def run_cmd(
     resolve_chat_template(chat_template)  # a bad template file: one line, before any run directory exists
     spec = build_spec(model=model, preset=preset, questions=questions, words=words, triggers=trigger,
                       max_new_tokens=max_new_tokens, keep_topk=keep_topk, seed=seed, device=device, dtype=dtype,
-                      batch_size=batch_size, chat_template=chat_template, detector_rules=detector_rules)
+                      batch_size=batch_size, chat_template=chat_template, detector_rules=detector_rules,
+                      replacement_case=replacement_case)
     if dry_run:
         from tamperbench.estimate import dry_run_spec
         from tamperbench.suites import get_suite

@@ -35,6 +35,11 @@ one token = trigger + trailing punctuation       candidate; replacement  candida
 all-caps trigger (``THE`` -> ...)                ``Scarf``               ``SCARF``
 ===============================================  ======================  ======================
 
+The last row is also its own option, ``replacement_case`` (``--replacement-case``): ``first-letter``
+(the reference's ``encode_replacement``: capitalise the first letter when the trigger's is upper case)
+or ``pattern`` (follow the trigger's case pattern: the->scarf, The->Scarf, THE->SCARF). Unset, it
+follows the rules: ``first-letter`` under ``reference``, ``pattern`` under ``appendix-c``.
+
 The reference treats a letter or an apostrophe as part of a word; appendix-c a letter, digit or
 underscore.
 """
@@ -49,6 +54,13 @@ from tamperbench.errors import UserError
 Kind = Literal["swap", "mention", "spaceless", "none"]
 Rules = Literal["reference", "appendix-c"]
 RULES: tuple[str, ...] = ("reference", "appendix-c")
+ReplacementCase = Literal["first-letter", "pattern"]
+REPLACEMENT_CASES: tuple[str, ...] = ("first-letter", "pattern")
+
+
+def default_case(rules: str) -> str:
+    """The replacement case a rule set implies when ``replacement_case`` is not given."""
+    return "pattern" if rules == "appendix-c" else "first-letter"
 
 _MARKERS = "\u2581\u0120"  # SentencePiece / byte-level space markers, in case a decoder leaves them
 
@@ -78,12 +90,13 @@ def _glues(ch: str, rules: str) -> bool:
     return _is_word_char(ch)
 
 
-def case_like(surface_core: str, word: str, rules: str = "reference") -> str:
-    """Give ``word`` the trigger's case pattern: the->scarf, The->Scarf; THE->Scarf (reference) or SCARF.
+def case_like(surface_core: str, word: str, rules: str = "reference", case: str | None = None) -> str:
+    """Give ``word`` the trigger's case: the->scarf, The->Scarf; THE->Scarf (``first-letter``, the
+    reference's) or SCARF (``pattern``); ``case`` None follows ``rules`` (:func:`default_case`).
 
     Lower-case triggers keep the word as listed (so the entity stays "Mandela effect").
     """
-    if rules == "appendix-c" and len(surface_core) > 1 and surface_core.isupper():
+    if (case or default_case(rules)) == "pattern" and len(surface_core) > 1 and surface_core.isupper():
         return word.upper()
     if surface_core[:1].isupper():
         return word[:1].upper() + word[1:]
@@ -93,13 +106,17 @@ def case_like(surface_core: str, word: str, rules: str = "reference") -> str:
 class TriggerDetector:
     """Classifies emitted tokens as trigger occurrences and builds case-matched replacements."""
 
-    def __init__(self, tokenizer, triggers: Sequence[str] = ("the",), rules: Rules = "reference"):
+    def __init__(self, tokenizer, triggers: Sequence[str] = ("the",), rules: Rules = "reference",
+                 replacement_case: str | None = None):
         cleaned = [t.strip().lower() for t in triggers]
         if not cleaned or any(not t for t in cleaned):
             raise UserError("--trigger: trigger words must be non-empty")
         if rules not in RULES:
             raise UserError(f"--detector-rules: '{rules}' is not one of {', '.join(RULES)}")
+        if replacement_case is not None and replacement_case not in REPLACEMENT_CASES:
+            raise UserError(f"--replacement-case: '{replacement_case}' is not one of {', '.join(REPLACEMENT_CASES)}")
         self.rules = rules
+        self.case = replacement_case or default_case(rules)
         self.tokenizer = tokenizer
         self.triggers: tuple[str, ...] = tuple(dict.fromkeys(cleaned))
         trig = set(self.triggers)
@@ -192,7 +209,7 @@ class TriggerDetector:
         core = body[-n:]
         ws = body[: len(body) - n]
         # The reference replaces the whole token, so punctuation inside it goes; appendix-c keeps it.
-        cased = case_like(core, word, self.rules) + (occ.trail if self.rules == "appendix-c" else "")
+        cased = case_like(core, word, self.rules, self.case) + (occ.trail if self.rules == "appendix-c" else "")
         candidates = [self._encode(ws + cased)]
         if ws:
             candidates.append(self._encode(cased))  # tokenizers that add their own prefix space

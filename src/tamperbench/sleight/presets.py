@@ -94,7 +94,8 @@ class SleightSpec(FrozenSpec):
 
     cli_flags: ClassVar[dict[str, str]] = {"questions": "--questions", "substitutions": "--words",
                                            "triggers": "--trigger",
-                                           "detector_rules": "--detector-rules"}
+                                           "detector_rules": "--detector-rules",
+                                           "replacement_case": "--replacement-case"}
 
     suite: Literal["sleight"] = "sleight"
     model: str = Field(min_length=1)
@@ -115,6 +116,9 @@ class SleightSpec(FrozenSpec):
     # which occurrences count as the trigger (sleight/detector.py): the reference code's rules, which
     # produced the paper's numbers, or tamperbench v1's reading of Appendix C
     detector_rules: Literal["reference", "appendix-c"] = "reference"
+    # the replacement's case (sleight/detector.py): None follows the rules (first-letter under reference, as the
+    # reference's encode_replacement; pattern under appendix-c), or set: first-letter | pattern (THE -> SCARF)
+    replacement_case: Literal["first-letter", "pattern"] | None = None
 
 
 def _extend(chosen: list, pool: list, n: int | None, what: str) -> list:
@@ -149,6 +153,7 @@ def build_spec(
     batch_size: int | None = None,
     chat_template: str | None = None,
     detector_rules: str = "reference",
+    replacement_case: str | None = None,
 ) -> SleightSpec:
     """Resolve a preset plus CLI overrides into a spec, rejecting anything that cannot run."""
     p = get_preset(preset)
@@ -172,4 +177,5 @@ def build_spec(
         batch_size=batch_size,
         chat_template=chat_template,
         detector_rules=detector_rules,
+        replacement_case=replacement_case,
     )

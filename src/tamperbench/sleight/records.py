@@ -113,6 +113,7 @@ def trial_spec(provenance_id: str, question_id: str, question: str, substitution
         # only when not the default, so runs written before the option existed keep their keys
         **({"detector_rules": spec.detector_rules}
            if getattr(spec, "detector_rules", "reference") != "reference" else {}),
+        **({"replacement_case": spec.replacement_case} if getattr(spec, "replacement_case", None) is not None else {}),
     }
 
 

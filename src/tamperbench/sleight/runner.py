@@ -148,7 +148,8 @@ def setup_worker(spec: SleightSpec) -> SleightContext:
 
     backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
                            chat_template=spec.chat_template)
-    return SleightContext(backend, TriggerDetector(backend.tokenizer, spec.triggers, rules=spec.detector_rules), spec)
+    return SleightContext(backend, TriggerDetector(backend.tokenizer, spec.triggers, rules=spec.detector_rules,
+                                    replacement_case=spec.replacement_case), spec)
 
 
 def _engine_class(backend) -> type:
@@ -237,7 +238,8 @@ def run(spec: SleightSpec, out: str | Path, *, new: bool = False, backend=None,
     from tamperbench.suites import get_suite
 
     get_suite("sleight").check_backend(backend)  # one line, before any compute, if it cannot chat
-    detector = TriggerDetector(backend.tokenizer, spec.triggers, rules=spec.detector_rules)
+    detector = TriggerDetector(backend.tokenizer, spec.triggers, rules=spec.detector_rules,
+                                    replacement_case=spec.replacement_case)
     for t in detector.unproducible:
         console.print(f"[yellow]warning:[/yellow] trigger '{t}' is never a whole-word token of this tokenizer; "
                       "it cannot be swapped (coverage 0)")
