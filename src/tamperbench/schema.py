@@ -43,6 +43,24 @@ JUDGED_TEXT_RULE_TEXT = {
 ThinkingMode = Literal["default", "on", "off"]
 THINKING_MODES: tuple[ThinkingMode, ...] = ("default", "on", "off")
 
+
+def judge_decoding_text(grammar: object) -> str:
+    """How a table names the decoding of judge votes from a vote's ``grammar`` field (a dict, its
+    JSON text, or None): ``judge run --constrained`` stores the grammar's provenance there."""
+    import json
+
+    if isinstance(grammar, str):
+        try:
+            grammar = json.loads(grammar)
+        except ValueError:
+            grammar = {}
+    if not grammar:
+        return "free (no grammar)"
+    g = grammar if isinstance(grammar, dict) else {}
+    return (f"grammar-constrained to the verdict JSON schema (sha256 {str(g.get('grammar_sha256', ''))[:12]}, "
+            f"{g.get('grammar_library', 'llguidance')})")
+
+
 # -- record field names shared across suites and the report -------------------------------------
 KEY = "key"
 TRIAL_KEY = "trial_key"

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tamperbench.cli_options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, SeedOpt
+from tamperbench.errors import UserError
 
 app = typer.Typer(help="Judge jury: label tampered replies, agreement between judges, human gold set.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -43,6 +44,7 @@ def run_cmd(
     parse: Annotated[Optional[str], typer.Option("--parse", help="robust (default: loose JSON, reasoning stripped, one retry) or reference (the reference's greedy json.loads, no retry).")] = None,
     judged_text: Annotated[Optional[str], typer.Option("--judged-text", help="safe (default: reply without special tokens, special-token strings defused) or reference (the reply with its special tokens, as the reference judged it).")] = None,
     thinking: Annotated[Optional[list[str]], typer.Option("--thinking", help="default|on|off for every judge, or JUDGE=off for one (repeat): the chat template's enable_thinking or its equivalent.")] = None,
+    constrained: Annotated[bool, typer.Option("--constrained", help="Decode each verdict under a grammar built from the verdict's JSON schema (llguidance; pip install 'tamperbench[constrained]'). Off by default; not with --preset paper.")] = False,
     seed: SeedOpt = 0,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = None,
@@ -56,9 +58,14 @@ def run_cmd(
 
     from tamperbench.judge.presets import judge_config
 
+    if constrained and preset == "paper":
+        raise UserError("--constrained: not with --preset paper, whose judges decode freely as the paper's did; "
+                        "drop --constrained to reproduce the paper, or drop --preset paper to constrain")
     cfg = judge_config(preset, judge, thinking=thinking, seed=seed, max_new_tokens=max_new_tokens, fence=fence,
                        unparsed=unparsed, parse=parse, judged_text=judged_text)
+    cfg = cfg.model_copy(update={"constrained": constrained}) if constrained else cfg
     fence, unparsed = cfg.fence, cfg.unparsed
+    grammar = cfg.grammar()  # --constrained without llguidance: one line, before anything is read or loaded
 
     def loader(spec: str):
         from tamperbench.models import load_backend
@@ -73,6 +80,8 @@ def run_cmd(
         from tamperbench.models.registry import LOCAL_SCHEMES, scheme_of
 
         if scheme_of(spec) not in LOCAL_SCHEMES:  # openai:, vllm: check their own spec when loaded
+            if constrained:
+                raise UserError("--constrained: only local transformers judges decode under a grammar")
             return None
         return resolve(spec)
 
@@ -83,8 +92,11 @@ def run_cmd(
                   f"(not judged), {summary.n_empty} swapped but empty (not judged); {elapsed:.1f} s")
     rule = {"abstain": "unparsed votes are abstentions, never False",
             "false": "paper rule: unparsed votes count as False"}[unparsed]
+    from tamperbench.judge.constrained import describe
+
     console.print(f"fence: {fence}; {rule}; {PARSE_RULE_TEXT[cfg.parse]}; {JUDGED_TEXT_RULE_TEXT[cfg.judged_text]}; "
-                  f"thinking: {', '.join(f'{j}={cfg.thinking_of(j)}' for j in judge)}")
+                  f"thinking: {', '.join(f'{j}={cfg.thinking_of(j)}' for j in judge)}; "
+                  f"decoding: {describe(grammar.provenance() if grammar else None)}")
     rates = Table(title=f"judge votes ({rule})")
     for col in ("judge", "new votes", "parsed", "parsed on retry", "partial", "unparsed", "unparsed rate"):
         rates.add_column(col)

@@ -62,8 +62,10 @@ def _conversation(user: str) -> list[dict]:
 
 def judge_items(backend: Any, judge: str, items: Sequence[JudgeInput], *, max_new_tokens: int,
                 seed: int = 0, fence: Fence = "nonce", progress: bool = False, parse: ParseRule = "robust",
-                defuse: bool = True, template_kwargs: dict | None = None) -> list[Vote]:
+                defuse: bool = True, template_kwargs: dict | None = None, grammar=None) -> list[Vote]:
     """Verdicts of one judge on ``items``: one batched call, then one batched retry for the failures.
+
+    ``grammar``: a ``JsonGrammar`` both calls decode under (``judge run --constrained``, judge/constrained.py).
 
     A local backend (``prefix_memory``) keeps the first call's prompt + answer KV for the retry,
     which is that conversation plus one reminder (models/prefix_share.py, PrefixStore).
@@ -77,6 +79,8 @@ def judge_items(backend: Any, judge: str, items: Sequence[JudgeInput], *, max_ne
     prompts = [build_prompt(it, fence=fence, special_tokens=specials) for it in items]
     convs = [_conversation(p.user) for p in prompts]
     kw = {"template_kwargs": template_kwargs} if template_kwargs else {}
+    if grammar is not None:  # HTTP backends take no grammar argument
+        kw["grammar"] = grammar
 
     def read(text: str, reply: str) -> ParsedVerdict:
         return parse_with(parse, text if parse == "reference" else strip_reasoning(text), reply=reply)

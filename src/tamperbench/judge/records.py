@@ -57,6 +57,10 @@ class JudgeVoteRecord(Record):
     thinking: Optional[str] = None  # default | on | off (judge/thinking.py)
     template_kwargs: Optional[dict] = None  # what the judge's chat template was given
     thinking_effect: Optional[str] = None  # whether the template reacted to it
+    # judge run --constrained: decoded under the verdict schema's grammar; ``grammar`` holds its
+    # provenance (schema text, sha256, JSON options, library version; judge/constrained.py)
+    constrained: bool = False
+    grammar: Optional[dict] = None
 
 
 class JudgeVerdictRecord(Record):

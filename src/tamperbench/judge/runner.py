@@ -51,6 +51,7 @@ class JudgeConfig(FrozenSpec):
     parse: ParseRule = "robust"  # how a judge's text becomes a vote (judge/parse.py)
     judged_text: JudgedText = "safe"  # the reply as judged: safe (no special tokens, defused) or reference
     thinking: tuple[tuple[str, ThinkingMode], ...] = ()  # (judge, mode) where not the template's default
+    constrained: bool = False  # each verdict decoded under the verdict schema's grammar (judge/constrained.py)
 
     @property
     def config_id(self) -> str:
@@ -59,11 +60,21 @@ class JudgeConfig(FrozenSpec):
         extra = {k: v for k, v, default in (("parse", self.parse, "robust"), ("judged_text", self.judged_text, "safe"),
                                            ("thinking", [list(p) for p in self.thinking if p[1] != "default"], []))
                  if v != default}
+        if self.constrained:
+            from tamperbench.judge.constrained import verdict_schema_sha256
+
+            extra["grammar_sha256"] = verdict_schema_sha256()
         return trial_key({"prompt_sha256": spec.sha256, "fence": self.fence, "max_new_tokens": self.max_new_tokens,
                           "seed": self.seed, "temperature": self.temperature, **extra})[:16]
 
     def thinking_of(self, judge: str) -> ThinkingMode:
         return dict(self.thinking).get(judge, "default")
+
+    def grammar(self):
+        """The verdict grammar under ``constrained`` (judge/constrained.py), else None."""
+        from tamperbench.judge.constrained import verdict_grammar
+
+        return verdict_grammar() if self.constrained else None
 
 
 @dataclass
@@ -177,7 +188,8 @@ def vote_record(v: Vote, cfg: JudgeConfig, provenance_id: str,
         fence_nonce=v.fence_nonce, defused_special_tokens=v.defused, prompt_version=spec.version,
         prompt_sha256=spec.sha256, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed,
         parse_rule=cfg.parse, judged_text=cfg.judged_text, thinking=thinking.mode,
-        template_kwargs=thinking.template_kwargs or None, thinking_effect=thinking.effect)
+        template_kwargs=thinking.template_kwargs or None, thinking_effect=thinking.effect,
+        constrained=cfg.constrained, grammar=cfg.grammar().provenance() if cfg.constrained else None)
 
 
 @dataclass(frozen=True)
@@ -217,7 +229,8 @@ def work(ctx: JuryContext, units: list[WorkUnit], live=None) -> Iterator[list[Fi
             chunk = todo[start : start + size]
             votes = judge_items(backend, judge, [u.payload.item for u in chunk], max_new_tokens=cfg.max_new_tokens,
                                 seed=cfg.seed, fence=cfg.fence, progress=False, parse=cfg.parse,
-                                defuse=cfg.judged_text == "safe", template_kwargs=think.template_kwargs)
+                                defuse=cfg.judged_text == "safe", template_kwargs=think.template_kwargs,
+                                grammar=cfg.grammar())
             yield [Finished(u.key, {"judge_votes": [vote_record(v, cfg, ctx.pids[judge], think)]}, {"judge": judge})
                    for u, v in zip(chunk, votes)]
 
@@ -317,7 +330,13 @@ def run_jury(run_dir: Path, judges: Sequence[str], loader: Loader, cfg: JudgeCon
                             f"reply ({untouched} untouched, {empty} empty): nothing to judge")
         if cfg.judged_text == "reference":
             require_special_text(run_dir, trials)
+        if cfg.constrained:
+            cfg.grammar()  # the library and the schema, before any model is loaded
         jury = load_jury(judges, loader, precheck)
+        if cfg.constrained:
+            from tamperbench.judge.constrained import check_jury
+
+            check_jury(jury)
         write_evidence(store, trials)
         new = judge_all(store, jury, trials, cfg, show_progress=show_progress)
         pids = [getattr(b, "provenance_id", "") for b in jury.values()]

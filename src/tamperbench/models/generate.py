@@ -31,7 +31,7 @@ def _cut_stop(text: str, stops: Sequence[str]) -> int | None:
 
 def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int,
                    stops: list[str], progress: ProgressListener | None = None, share_prefix: bool = True,
-                   prefix_store=None) -> list[tuple[list[int], str, str]]:
+                   prefix_store=None, grammars: Sequence | None = None) -> list[tuple[list[int], str, str]]:
     """Returns (new token ids, text, finish_reason) per prompt, in prompt order.
 
     ``progress``: called with a :class:`GenerationProgress` after every decoding step (the caller draws
@@ -39,7 +39,8 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
     ``share_prefix``: prefill each shared prompt prefix once (models/prefix_share.py). Where the
     time went (prefill vs decode tokens and seconds) is left in ``backend.generation_stats``.
     ``prefix_store``: a ``prefix_share.PrefixStore`` whose rows later calls may start from (filled
-    with this call's prompts + answers as they finish)."""
+    with this call's prompts + answers as they finish). ``grammars``: per prompt a
+    ``decoding.grammar.JsonGrammar`` to decode its answer under, or None (free)."""
     from tamperbench.models.memory import generation_batch
     from tamperbench.models.prefix_share import PrefixAdmitter
 
@@ -73,12 +74,16 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
         if queue.pending and dec.free_slots:
             for rid, i in queue.admit(dec.free_slots):
                 row_of[rid] = i
+                if grammars is not None and grammars[i] is not None:
+                    from tamperbench.models.decoding.grammar import matcher
+
+                    dec.set_grammar(rid, matcher(backend.tokenizer, grammars[i], backend.eos_ids))
                 if temperature > 0:
                     gens[rid] = torch.Generator().manual_seed(seed * 1_000_003 + i)
         force = None
         if temperature > 0:
             rids = list(row_of)
-            force = dict(zip(rids, _sample(dec.pending_logprobs(rids), temperature, [gens[r] for r in rids])))
+            force = dict(zip(rids, _sample(dec.pending_logprobs(rids, constrained=grammars is not None), temperature, [gens[r] for r in rids])))
         finished = []
         for res in dec.step(force):
             n_tokens += 1

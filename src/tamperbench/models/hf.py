@@ -26,6 +26,8 @@ __all__ = ["Generation", "HFBackend", "choose_batch_size"]
 class HFBackend:
     """A loaded transformers causal LM plus its tokenizer and provenance."""
 
+    grammar_decoding = True  # generate_chat(grammar=...) decodes under a JSON schema (decoding/grammar.py)
+
     def __init__(self, model, tokenizer, provenance, *, device: torch.device, max_batch_size: int,
                  chat_template: ChatTemplate | None = None):
         if max_batch_size < 1:
@@ -115,7 +117,8 @@ class HFBackend:
     def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int,
                       temperature: float = 0.0, seed: int = 0, stop: list[str] | None = None,
                       system: str | None = None, template_kwargs: dict | None = None,
-                      progress: ProgressListener | None = None, share_prefix: bool = True) -> list[Generation]:
+                      progress: ProgressListener | None = None, share_prefix: bool = True,
+                      grammar=None) -> list[Generation]:
         """Batched generation for many conversations; greedy when temperature == 0.
 
         ``progress``: called with a ``GenerationProgress`` after every decoding step (nothing is drawn here).
@@ -125,6 +128,10 @@ class HFBackend:
         Sampling draws each conversation's tokens from its own generator seeded with
         (seed, conversation index), so a sampled answer does not depend on the batch size or on
         which other conversations share its batch.
+
+        ``grammar``: a ``decoding.grammar.JsonGrammar`` every answer is decoded under (a token
+        bitmask each step, EOS once the JSON is complete), or a list of them (None: free), one per
+        conversation.
         """
         if max_new_tokens < 1:
             raise UserError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
@@ -137,9 +144,15 @@ class HFBackend:
         texts = [self.chat_text(c, system=system, template_kwargs=template_kwargs) for c in conversations]
         from tamperbench.models.generate import run_generation
 
+        grammars = None if grammar is None else (list(grammar) if isinstance(grammar, (list, tuple))
+                                                 else [grammar] * len(conversations))
+        if grammars is not None and len(grammars) != len(conversations):
+            raise ValueError(f"{len(grammars)} grammars for {len(conversations)} conversations")
+
         outs = run_generation(self, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
                               seed=seed, stops=stops, progress=progress, share_prefix=share_prefix,
-                              prefix_store=getattr(self, "_prefix_store", None) if share_prefix else None)
+                              prefix_store=getattr(self, "_prefix_store", None) if share_prefix else None,
+                              grammars=grammars)
         return [Generation(text=text, token_ids=ids, prompt_text=pt, prompt_ids=pi, finish_reason=fr)  # type: ignore[arg-type]
                 for (ids, text, fr), pt, pi in zip(outs, texts, prompts)]
 

@@ -66,13 +66,21 @@ def feed(model, cache, ids: Sequence[int], start: int, iv: Intervention | None, 
 
 @torch.inference_mode()
 def greedy(model, cache, last_logits: torch.Tensor, start: int, max_new: int, eos: set[int],
-           iv: Intervention | None, phase: str) -> tuple[list[int], str]:
-    """Greedy continuation from ``last_logits``; every new token is fed with ``phase``."""
+           iv: Intervention | None, phase: str, grammar=None) -> tuple[list[int], str]:
+    """Greedy continuation from ``last_logits``; every new token is fed with ``phase``. ``grammar``:
+    a fresh ``models.decoding.grammar.RowGrammar`` the tokens are chosen under (see
+    ``ragged.Rows.greedy``), consumed as it goes."""
+    from tamperbench.models.decoding.grammar import constrain
+
     out: list[int] = []
     logits = last_logits[-1]
     for k in range(max_new):
+        if grammar is not None:
+            logits = constrain(logits[None], [grammar])[0]
         tok = int(logits.argmax())
         out.append(tok)
+        if grammar is not None:
+            grammar.consume(tok)
         if tok in eos:
             return out, "eos"
         if k == max_new - 1:

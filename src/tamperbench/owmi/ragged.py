@@ -31,7 +31,7 @@ uses this only for models without a sliding window (``supported``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -142,15 +142,24 @@ class Rows:
 
     @torch.inference_mode()
     def greedy(self, logits: torch.Tensor, max_new: int, eos: set[int], phase: str, *,
-               keep: bool = False) -> dict:
+               keep: bool = False, grammars: Mapping | None = None) -> dict:
         """Greedy continuation of every row from ``logits`` (rows, V); returns rid -> (ids, finish).
 
         ``keep=False`` (probes): a finished row is compacted away at once. ``keep=True`` (the task,
         whose cache the delayed tracks reuse): every generated token is fed, the last one included
-        (as the one-row path feeds it), and a finished row then takes holes until all are done."""
+        (as the one-row path feeds it), and a finished row then takes holes until all are done.
+
+        ``grammars`` (the ``constrained`` read-out): row id -> a fresh ``grammar.RowGrammar``
+        (``models.decoding.grammar.matcher(tokenizer, JsonGrammar.from_schema(schema), eos_ids)``);
+        such a row takes the arg-max over the tokens its grammar allows, and only EOS once the
+        grammar is complete. Rows without one decode freely. The matchers are consumed."""
+        from tamperbench.models.decoding.grammar import constrain
+
         outs: dict = {r: [] for r in self.rids}
         fin: dict = {}
         for k in range(max_new):
+            if grammars:
+                logits = constrain(logits, [None if r in fin else grammars.get(r) for r in self.rids])
             toks = logits.argmax(-1).tolist()
             feed = []
             for i, rid in enumerate(self.rids):
@@ -158,6 +167,8 @@ class Rows:
                     feed.append([])
                     continue
                 outs[rid].append(toks[i])
+                if grammars and rid in grammars:
+                    grammars[rid].consume(toks[i])
                 if toks[i] in eos or k == max_new - 1:
                     fin[rid] = "eos" if toks[i] in eos else "length"
                 feed.append([toks[i]])

@@ -24,6 +24,7 @@ from tamperbench.schema import (
     PARSE_RULE_TEXT,
     UNPARSED_RULE_TEXT,
     ignored_from,
+    judge_decoding_text,
 )
 from tamperbench.sleight.metrics import RULE_TEXT, SIGNALS, Estimate, bootstrap_over_questions, model_estimate, trial_signals
 from tamperbench.sleight.records import CLEAN_TABLE, TRIALS_TABLE, full_trace
@@ -90,7 +91,13 @@ def judge_setup(store) -> dict | None:
     judges = _judge_settings(store, configs)
     parse = sorted({j["parse_rule"] for j in judges.values()})
     texts = sorted({j["judged_text"] for j in judges.values()})
-    return {"fence": fences, "unparsed_rule": rules, "unparsed_rule_text": [UNPARSED_RULE_TEXT[r] for r in rules
+    decoding: list[str] = []  # named only when some vote was grammar-constrained (judge run --constrained)
+    if store.has_table(JUDGE_VOTES_TABLE) and configs and "grammar" in _columns(store, JUDGE_VOTES_TABLE):
+        marks = ", ".join("?" for _ in configs)
+        grammars = [g for (g,) in store.con.execute(
+            f'SELECT DISTINCT grammar FROM "{JUDGE_VOTES_TABLE}" WHERE config_id IN ({marks})', configs).fetchall()]
+        decoding = sorted({judge_decoding_text(g) for g in grammars}) if any(grammars) else []
+    return {"fence": fences, "unparsed_rule": rules, "decoding": decoding, "unparsed_rule_text": [UNPARSED_RULE_TEXT[r] for r in rules
                                                                           if r in UNPARSED_RULE_TEXT],
             "parse_rule": parse, "parse_rule_text": [PARSE_RULE_TEXT[r] for r in parse if r in PARSE_RULE_TEXT],
             "judged_text": texts, "judged_text_rule": [JUDGED_TEXT_RULE_TEXT[t] for t in texts

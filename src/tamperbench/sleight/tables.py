@@ -135,7 +135,8 @@ def notes(judge: dict | None) -> list[str]:
         out.append("Judge: not judged yet (run `tamperbench judge run RUN --judge ...`).")
         return out
     out.append(f"Judge fence: {', '.join(judge['fence']) or 'unknown'}; unparsed votes: "
-               f"{'; '.join(judge['unparsed_rule_text']) or ', '.join(judge['unparsed_rule'])}.")
+               f"{'; '.join(judge['unparsed_rule_text']) or ', '.join(judge['unparsed_rule'])}"
+               + "".join(f"; verdicts decoded {d}" for d in judge.get("decoding", [])) + ".")
     out.append(f"Verdict parse: {'; '.join(judge.get('parse_rule_text') or ['robust (votes stored before the option)'])}.")
     out.append(f"Judged text: {'; '.join(judge.get('judged_text_rule') or ['safe (votes stored before the option)'])}.")
     settings = judge.get("judges") or {}

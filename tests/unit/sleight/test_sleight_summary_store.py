@@ -139,7 +139,7 @@ def test_verdicts_of_an_older_layout_and_a_trial_without_its_clean_row(tmp_path)
                        "derailed BOOLEAN, aware BOOLEAN)")  # no config_id, no unparsed_rule (before issue 9)
         st.con.execute("INSERT INTO judge_verdicts VALUES ('t1', true, NULL, NULL, NULL), "
                        "('t2', false, false, true, false), ('t4', false, true, false, false)")
-        assert judge_setup(st) == {"fence": [], "unparsed_rule": ["abstain"],
+        assert judge_setup(st) == {"fence": [], "unparsed_rule": ["abstain"], "decoding": [],
                                    "unparsed_rule_text": [judge_setup(st)["unparsed_rule_text"][0]], "parse_rates": {},
                                    "parse_rule": [], "parse_rule_text": [], "judged_text": [], "judged_text_rule": [],
                                    "judges": {}}

@@ -33,7 +33,9 @@ from tamperbench.models.decoding.cascade import cascade_forward, cascade_mode
 from tamperbench.models.decoding.distributions import DistStats, distribution, greedy_distribution
 from tamperbench.models.decoding.kv_slots import SlotKV
 from tamperbench.models.decoding.packed_linear import packed_linears_for
+from tamperbench.models.decoding.grammar import choose_under_grammar
 from tamperbench.models.decoding.rows import PendingState, Row, RowSnapshot, StepResult
+from tamperbench.models.decoding.snapshots import SnapshotRows
 from tamperbench.models.protocols import ensure_fits
 
 __all__ = ["RowSnapshot", "StepDecoder", "StepResult"]
@@ -41,7 +43,7 @@ __all__ = ["RowSnapshot", "StepDecoder", "StepResult"]
 _PREFILL_TOKENS = 16384  # tokens per prefill forward; bounds prefill activation memory
 
 
-class StepDecoder:
+class StepDecoder(SnapshotRows):
     """Rows addressed by stable integer ids; see the module docstring for the semantics."""
 
     def __init__(self, model, *, eos_ids: Sequence[int], topk: int = 20, device=None, capacity: int = 64,
@@ -103,9 +105,27 @@ class StepDecoder:
         r = self.slots[self.by_id[rid]]
         return r.tokens[r.n_prompt:]
 
-    def pending_logprobs(self, rids: Sequence[int]) -> torch.Tensor:
-        """(len(rids), V) float32 log-probs of each row's next token (e.g. for sampling)."""
-        return self.state.logp[[self.by_id[r] for r in rids]]
+    def pending_logprobs(self, rids: Sequence[int], *, constrained: bool = False) -> torch.Tensor:
+        """(len(rids), V) float32 log-probs of each row's next token (e.g. for sampling);
+        ``constrained``: tokens a row's grammar forbids are -inf (what to sample from)."""
+        logp = self.state.logp[[self.by_id[r] for r in rids]]
+        if not constrained:
+            return logp
+        from tamperbench.models.decoding.grammar import constrain
+
+        return constrain(logp, [self.slots[self.by_id[r]].grammar for r in rids])
+
+    def set_grammar(self, rid: int, grammar) -> None:
+        """Decode row ``rid`` under ``grammar`` (a ``grammar.RowGrammar`` from ``grammar.matcher``;
+        None lifts it): from its next step on, its greedy token is the arg-max over the tokens the
+        grammar allows, a forced token the grammar forbids is refused, and once the grammar is
+        complete only EOS is allowed. Tokens the row already generated are consumed first."""
+        row = self.slots[self.by_id[rid]]
+        if grammar is not None:
+            for tok in row.tokens[row.n_prompt:]:
+                if not grammar.consume(tok):
+                    raise ValueError(f"row {rid}: its generated token {tok} is not allowed by the grammar")
+        row.grammar = grammar
 
     def next_greedy(self, rid: int) -> int:
         return int(self.state.stats.greedy[self.by_id[rid]])
@@ -211,6 +231,8 @@ class StepDecoder:
         if n_tokens < 1 or n_tokens > len(row.tokens) - row.n_prompt:
             raise ValueError(f"cannot roll back {n_tokens} tokens of row {rid}")
         cols = self.kv.real_columns(s)
+        if row.grammar is not None:
+            row.grammar.rollback(n_tokens)
         if n_tokens == 1 and row.can_rollback and row.refeed is None:
             self.kv.mask[s, cols[-1]] = False
             self.kv.pos[s] -= 1
@@ -244,6 +266,9 @@ class StepDecoder:
         forced, refeed = set(), set()
         for rid, tok in force.items():
             s = self.by_id[rid]
+            g = self.slots[s].grammar
+            if g is not None and not g.allows(int(tok)):
+                raise ValueError(f"row {rid}: forced token {int(tok)} is not allowed by its grammar")
             chosen[s] = int(tok)
             forced.add(s)
         for s, r in enumerate(self.slots):
@@ -252,6 +277,7 @@ class StepDecoder:
                     raise ValueError(f"row {r.rid} is re-feeding after a rollback; force it next step")
                 chosen[s] = r.refeed
                 refeed.add(s)
+        choose_under_grammar(self.slots, self.state.logp, chosen, forced | refeed)
         live = torch.tensor([r is not None for r in self.slots], device=self.device)
         return torch.where(live, chosen, torch.full_like(chosen, self.pad_id)), forced, refeed
 
@@ -295,60 +321,12 @@ class StepDecoder:
                 continue
             r.tokens.append(tok)
             r.can_rollback = True
+            if r.grammar is not None:
+                r.grammar.consume(tok)
             results.append(StepResult(r.rid, tok, lp_l[s], ent_l[s], entk_l[s], tid_l[s], tlp_l[s],
-                                      s in forced, tok in self.eos_set, greedy[s]))
+                                      s in forced, tok in self.eos_set, greedy[s],
+                                      None if r.grammar is None else r.grammar.done))
         return results
-
-    # ---------------------------------------------------------------- snapshots
-    @torch.inference_mode()
-    def export_row(self, rid: int) -> RowSnapshot:
-        """Copy one row out of the batch (its real columns only), to re-admit later as any
-        number of rows with :meth:`import_rows`: how a shared prefix waits for free slots."""
-        s = self.by_id[rid]
-        row = self.slots[s]
-        return RowSnapshot(self.kv.export(s), list(row.tokens), row.n_prompt, row.can_rollback, row.refeed,
-                           *self.state.export(s), int(self.kv.pos[s]))
-
-    @torch.inference_mode()
-    def import_rows(self, snap: RowSnapshot, copies: int = 1) -> list[int]:
-        if copies > self.free_slots:
-            raise ValueError(f"{copies} rows but only {self.free_slots} free slots")
-        kv, shared = self._row_kv(snap)
-        slots, idx = self._make_room(kv[0][0].shape[1], copies)
-        self._load(idx, kv, shared, snap)
-        return self._place(slots, [Row(-1, snap.tokens, snap.n_prompt, snap.can_rollback, snap.refeed)] * copies)
-
-    @torch.inference_mode()
-    def import_many(self, snaps: Sequence[RowSnapshot]) -> list[int]:
-        """One row per snapshot, in order (the slots :meth:`import_rows` one by one would give), the
-        batch and buffers grown once for all: one by one grew the pending log-probs (rows x
-        vocabulary, twice) a row at a time, about 0.8 s of copying for an Exact Words call of 74 rows."""
-        if len(snaps) > self.free_slots:
-            raise ValueError(f"{len(snaps)} rows but only {self.free_slots} free slots")
-        if not snaps:
-            return []
-        kvs = [self._row_kv(snap) for snap in snaps]
-        slots, idx = self._make_room(max(kv[0][0].shape[1] for kv, _ in kvs), len(snaps))
-        for k, ((kv, shared), snap) in enumerate(zip(kvs, snaps)):
-            self._load(idx[k: k + 1], kv, shared, snap)
-        return self._place(slots, [Row(-1, s.tokens, s.n_prompt, s.can_rollback, s.refeed) for s in snaps])
-
-    def _row_kv(self, snap: RowSnapshot) -> tuple[list, object]:
-        """The columns a row of ``snap`` holds here, and its shared prefix (None on the copy path,
-        where the prefix is copied into the row)."""
-        kv, shared = snap.kv, snap.shared
-        if shared is not None and self.shared_prefix_attention is None:
-            kv = [(torch.cat([pk[0], k], 1), torch.cat([pv[0], v], 1)) for (pk, pv), (k, v) in zip(shared.kv, kv)]
-            shared = None
-        return kv, shared
-
-    def _load(self, idx: torch.Tensor, kv: list, shared, snap: RowSnapshot) -> None:
-        self.kv.write_block(idx, kv)
-        if shared is not None:
-            self.kv.group[idx.cpu()] = self.kv.attach(shared)
-            self.cascade_rows += len(idx)
-        self.kv.pos[idx] = snap.pos
-        self.state.load(idx, snap)
 
     # ---------------------------------------------------------------- housekeeping
     def _trim_leading(self, force: bool = False) -> None:

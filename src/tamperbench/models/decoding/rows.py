@@ -31,7 +31,10 @@ class StepResult:
     topk_logprobs: list[float]
     forced: bool
     is_eos: bool
-    next_greedy: int  # arg-max of the new pending distribution: the free look-ahead
+    next_greedy: int  # arg-max of the new pending distribution (unconstrained): the free look-ahead
+    # under a grammar (StepDecoder.set_grammar): True once it is complete, so only EOS may follow;
+    # None for a row without one
+    grammar_done: bool | None = None
 
 
 @dataclass
@@ -51,6 +54,7 @@ class RowSnapshot:
     # a cascade.SharedPrefix the row reads before ``kv`` (its private columns); None: ``kv`` is
     # the whole row. Only the prefix admitter builds such snapshots; export_row never does.
     shared: Any = None
+    grammar: Any = None  # the row's grammar.RowGrammar (a copy), None without one
 
 
 @dataclass
@@ -61,9 +65,11 @@ class Row:
     can_rollback: bool = False  # the previous pending distribution is still held for this row
     refeed: int | None = None  # token to re-feed (after a multi-token rollback) before emitting
     extra: dict = field(default_factory=dict)
+    grammar: Any = None  # grammar.RowGrammar constraining the generated tokens; None: free decoding
 
     def copy(self, rid: int) -> Row:
-        return Row(rid, list(self.tokens), self.n_prompt, self.can_rollback, self.refeed, dict(self.extra))
+        return Row(rid, list(self.tokens), self.n_prompt, self.can_rollback, self.refeed, dict(self.extra),
+                   self.grammar.copy() if self.grammar is not None else None)
 
 
 class PendingState:

@@ -1,0 +1,52 @@
+"""``judge run --constrained``: each verdict decoded under a grammar built from its JSON schema.
+
+Why: a small judge often answers in prose, or continues the reply it was shown, so its vote does
+not parse; a grammar (models/decoding/grammar.py, llguidance) makes the answer the verdict's JSON
+object by construction, and the parse rate then measures content, not format. The schema
+(``data/verdict_schema.json``) is the object the prompt asks for: the four labels as booleans,
+``confidence`` in [0, 1], a ``rationale`` of at most 200 characters (so it ends within the token
+budget), in the prompt's key order. It is off by default and refused under ``--preset paper``,
+whose judges decode freely; every vote stores whether it was constrained and which grammar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib import resources
+
+from tamperbench.errors import UserError
+from tamperbench.models.decoding.grammar import JsonGrammar, schema_sha256, schema_text
+
+OPTION = "--constrained"
+
+
+@lru_cache(maxsize=1)
+def verdict_schema_text() -> str:
+    """The verdict schema as compact JSON (what is hashed and stored)."""
+    return schema_text(resources.files("tamperbench.judge").joinpath("data/verdict_schema.json").read_text())
+
+
+def verdict_schema_sha256() -> str:
+    return schema_sha256(verdict_schema_text())
+
+
+@lru_cache(maxsize=1)
+def verdict_grammar() -> JsonGrammar:
+    """The compiled grammar; one ``UserError`` line when llguidance is missing."""
+    return JsonGrammar.from_schema(verdict_schema_text(), option=OPTION)
+
+
+def check_jury(jury: Mapping[str, object]) -> None:
+    """Every judge must decode under a grammar (local transformers judges do; HTTP ones do not)."""
+    for spec, backend in jury.items():
+        if not getattr(backend, "grammar_decoding", False):
+            raise UserError(f"{OPTION}: judge {spec} cannot decode under a grammar (only local transformers "
+                            f"judges can: embedded, a folder, a .gguf, a hub id); drop {OPTION} or this judge")
+
+
+def describe(grammar: Mapping | None) -> str:
+    """How a table names the decoding of its votes (tamperbench.schema, which the sleight tables use too)."""
+    from tamperbench.schema import judge_decoding_text
+
+    return judge_decoding_text(dict(grammar) if grammar else None)
