@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
 
-from tamperbench.errors import UserError
 from tamperbench.models.decoding.grammar import JsonGrammar, schema_sha256, schema_text
 
 OPTION = "--constrained"
@@ -39,10 +38,10 @@ def verdict_grammar() -> JsonGrammar:
 
 def check_jury(jury: Mapping[str, object]) -> None:
     """Every judge must decode under a grammar (local transformers judges do; HTTP ones do not)."""
+    from tamperbench.models.protocols import Capability, require
+
     for spec, backend in jury.items():
-        if not getattr(backend, "grammar_decoding", False):
-            raise UserError(f"{OPTION}: judge {spec} cannot decode under a grammar (only local transformers "
-                            f"judges can: embedded, a folder, a .gguf, a hub id); drop {OPTION} or this judge")
+        require(backend, Capability.GRAMMAR, needed_by=f"{OPTION} (judge {spec})")
 
 
 def describe(grammar: Mapping | None) -> str:

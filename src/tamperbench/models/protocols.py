@@ -22,7 +22,8 @@ from pydantic import BaseModel
 from tamperbench.errors import UserError
 
 __all__ = [
-    "Capability", "ChatBackend", "Generation", "GenerationProgress", "HookBackend", "MemoryRowsBackend",
+    "Capability", "ChatBackend", "Generation", "GenerationProgress", "GrammarBackend", "HookBackend",
+    "MemoryRowsBackend",
     "ProgressListener", "ScoringBackend", "StepBackend", "capabilities", "ensure_fits", "require",
 ]
 
@@ -126,6 +127,15 @@ class MemoryRowsBackend(Protocol):
     def rows_from_memory(self) -> AbstractContextManager[None]: ...
 
 
+@runtime_checkable
+class GrammarBackend(Protocol):
+    """``generate_chat(..., grammar=JsonGrammar)`` decodes each answer under a JSON schema: a token
+    bitmask applied at every step (models/decoding/grammar.py, llguidance). A local model's step
+    decoder can; an HTTP server's sampler is out of reach."""
+
+    grammar_decoding: bool
+
+
 class Capability(str, Enum):
     """Capability names, with the protocol that checks each and the advice when one is missing."""
 
@@ -134,12 +144,13 @@ class Capability(str, Enum):
     STEP = "step decoding (in-process engine)"
     HOOKS = "hooks and activation capture"
     MEMORY_ROWS = "rows sized by free memory"
+    GRAMMAR = "grammar-constrained decoding"
 
     @property
     def protocol(self) -> type:
         return {Capability.CHAT: ChatBackend, Capability.SCORE: ScoringBackend,
                 Capability.STEP: StepBackend, Capability.HOOKS: HookBackend,
-                Capability.MEMORY_ROWS: MemoryRowsBackend}[self]
+                Capability.MEMORY_ROWS: MemoryRowsBackend, Capability.GRAMMAR: GrammarBackend}[self]
 
     @property
     def instead(self) -> str:
@@ -149,6 +160,7 @@ class Capability(str, Enum):
             Capability.STEP: "use a local model or the black-box engine",
             Capability.HOOKS: "use a local model (embedded, a directory, a .gguf file or org/name)",
             Capability.MEMORY_ROWS: "give --batch-size, or use a local model",
+            Capability.GRAMMAR: "use a local model (embedded, a directory, a .gguf file or org/name)",
         }[self]
 
 

@@ -15,10 +15,15 @@ The API the callers use (OWMI's ``--readout constrained``, ``judge run --constra
   ``option``, before any compute. ``g.provenance()`` is the dict to store with each record
   (schema text, its sha256, the JSON options, the library version).
 * ``row = matcher(hf_tokenizer, g, eos_ids)``: a fresh row state (the llguidance tokenizer is
-  built once per HF tokenizer and cached).
+  built once per HF tokenizer and cached); ``row_grammars(hf_tokenizer, {rid: g or None},
+  eos_ids)`` makes them for a batch of rows. A row state is consumed as its row decodes: make a
+  fresh one for every generation.
 * ``StepDecoder.set_grammar(rid, row)`` (models/decoding/decoder.py), ``Rows.greedy(...,
   grammars={rid: row})`` (owmi/ragged.py) and ``forward.greedy(..., grammar=row)`` (owmi's one-row
-  path) decode under it.
+  path) decode under it; ``HFBackend.generate_chat(..., grammar=g)`` (one ``JsonGrammar`` or a
+  list, one per conversation) builds the row states itself. For OWMI's probes, e.g.
+  ``rows.greedy(logits, max_new, eos, "probe", grammars=row_grammars(b.tokenizer, {rid: g for rid
+  in rows.rids}, b.eos_ids))``.
 
 The JSON options (``JSON_OPTIONS``) are part of the grammar and recorded with it: no free
 whitespace (a small model under a flexible grammar can emit newlines until its budget runs out,
@@ -42,8 +47,9 @@ import torch
 
 from tamperbench.errors import UserError
 
-__all__ = ["INSTALL_HINT", "JSON_OPTIONS", "JsonGrammar", "RowGrammar", "allowed", "constrain",
-           "library_version", "matcher", "require_llguidance"]
+__all__ = ["INSTALL_HINT", "JSON_OPTIONS", "JsonGrammar", "RowGrammar", "allowed", "choose_under_grammar",
+           "constrain", "library_version", "matcher", "require_llguidance", "row_grammars", "schema_sha256",
+           "schema_text"]
 
 PIN = "1.9.1"
 INSTALL_HINT = f"pip install 'tamperbench[constrained]' (or pip install llguidance=={PIN})"
@@ -171,6 +177,13 @@ def matcher(hf_tokenizer, grammar: JsonGrammar, eos_ids: Sequence[int] = ()) -> 
     if m.is_error():
         raise UserError(f"the JSON schema {grammar.sha256[:12]} cannot be used with this tokenizer ({m.get_error()})")
     return RowGrammar(grammar, m, tok.vocab_size, tok.eos_tokens)
+
+
+def row_grammars(hf_tokenizer, grammars: Mapping[Any, JsonGrammar | None], eos_ids: Sequence[int] = ()
+                 ) -> dict[Any, RowGrammar]:
+    """Fresh row states for ``Rows.greedy(grammars=...)`` (owmi/ragged.py): row id -> RowGrammar
+    for every row mapped to a grammar; rows mapped to None are left out (they decode freely)."""
+    return {rid: matcher(hf_tokenizer, g, eos_ids) for rid, g in grammars.items() if g is not None}
 
 
 _SHIFTS = torch.arange(32, dtype=torch.int32)
