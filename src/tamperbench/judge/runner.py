@@ -57,7 +57,7 @@ class JudgeConfig(FrozenSpec):
     def config_id(self) -> str:
         spec = load_prompt_spec()
         # the newer settings join the hash only when not their default, so votes stored before they existed keep their keys
-        extra = {k: v for k, v, default in (("parse", self.parse, "robust"), ("judged_text", self.judged_text, "safe"),
+        extra: dict[str, object] = {k: v for k, v, default in (("parse", self.parse, "robust"), ("judged_text", self.judged_text, "safe"),
                                            ("thinking", [list(p) for p in self.thinking if p[1] != "default"], []))
                  if v != default}
         if self.constrained:
