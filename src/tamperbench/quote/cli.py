@@ -30,8 +30,13 @@ def run(
     model: ModelOpt = "embedded",
     arm: str = typer.Option("both", "--arm", help="plain | strict | both"),
     preset: str = typer.Option("standard", "--preset", help="standard | depth | colon | code"),
-    repeats: int = typer.Option(1, "--repeats", help="Repeats per item and arm (needs --temperature > 0 when > 1)."),
-    temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy; > 0 samples (for run-to-run spread)."),
+    sampling: str = typer.Option("greedy", "--sampling", help="greedy (default) or paper: sample as the paper did "
+                                 "(provider-default temperature, 1.0 unless --temperature; 3 repeats unless --repeats) "
+                                 "and report the spread over repeats."),
+    repeats: Optional[int] = typer.Option(None, "--repeats", help="Repeats per item and arm (1; 3 under --sampling "
+                                          "paper; needs --temperature > 0 when > 1)."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", help="0 = greedy (default); > 0 samples (1.0 "
+                                                "under --sampling paper)."),
     seed: SeedOpt = 0,
     max_new_tokens: int = typer.Option(96, "--max-new-tokens",
                                        help="Longest gold is 45 tokens; 96 leaves room for lead-ins and glued neighbours."),
@@ -53,7 +58,7 @@ def run(
     from tamperbench.models.templating import resolve_chat_template
 
     resolve_chat_template(chat_template)  # a bad template file: one line, before any run directory exists
-    spec = build_spec(QuoteRunSpec, model=model, preset=preset, arms=arms, repeats=repeats,
+    spec = build_spec(QuoteRunSpec, model=model, preset=preset, arms=arms, sampling=sampling, repeats=repeats,
                       temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, device=device, dtype=dtype,
                       batch_size=batch_size, chat_template=chat_template,
                       item_ids=[i.strip() for i in items.split(",") if i.strip()] if items is not None else None)

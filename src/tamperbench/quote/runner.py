@@ -17,11 +17,12 @@ from pathlib import Path
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from rich.console import Console
 
 from tamperbench.errors import UserError
 from tamperbench.models.protocols import GenerationProgress, MemoryRowsBackend
+from tamperbench.quote import sampling as sampling_rule
 from tamperbench.quote.items import DATA_DIR, Item, build_prompt, document_for, load_items
 from tamperbench.quote.scorer import score_response
 from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
@@ -44,6 +45,7 @@ class QuoteRunSpec(FrozenSpec):
     model: str = Field(default="embedded", min_length=1)
     preset: Literal["standard", "depth", "colon", "code"] = "standard"
     arms: list[Literal["plain", "strict"]] = Field(default=["plain", "strict"], min_length=1)
+    sampling: sampling_rule.Sampling = "greedy"  # paper: sample at the temperature/repeats below (quote/sampling.py)
     repeats: int = Field(default=1, ge=1)
     temperature: float = Field(default=0.0, ge=0, validate_default=True)
     seed: int = 0
@@ -55,9 +57,16 @@ class QuoteRunSpec(FrozenSpec):
     item_ids: list[str] | None = Field(default=None, min_length=1)  # a subset of the preset's items (None = all)
     data_sha256: str = ""  # hash of the documents + items the run was asked against
 
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_sampling_defaults(cls, data: object) -> object:
+        return sampling_rule.resolve(data)
+
     @field_validator("temperature")
     @classmethod
     def _sampled_repeats(cls, temperature: float, info: ValidationInfo) -> float:
+        if info.data.get("sampling") == "paper" and temperature == 0:
+            raise ValueError("--sampling paper samples: give a temperature > 0 (default 1.0)")
         if info.data.get("repeats", 1) > 1 and temperature == 0:
             raise ValueError("repeats > 1 needs temperature > 0 (greedy repeats are identical)")
         return temperature
@@ -92,6 +101,7 @@ class QuoteTrial(Record):
     finish_reason: str
     temperature: float
     seed: int
+    sampling: str | None = None  # greedy | paper (None: stored before the option)
     sample_index: int  # position in its generate_chat call (sampling seeds depend on it)
     max_new_tokens: int
     batch_size: int
@@ -303,7 +313,7 @@ def _record(spec: QuoteRunSpec, pid: str, t: Trial, g, index: int, batch: int) -
         planted_kind=t.item.planted.kind if t.item.planted else None, gold=t.item.gold,
         instruction=t.item.instruction(t.arm), prompt_text=g.prompt_text, n_prompt_tokens=len(g.prompt_ids),
         response=g.text, n_new_tokens=len(g.token_ids), finish_reason=g.finish_reason,
-        temperature=spec.temperature, seed=spec.seed + t.repeat, sample_index=index,
+        temperature=spec.temperature, seed=spec.seed + t.repeat, sampling=spec.sampling, sample_index=index,
         max_new_tokens=spec.max_new_tokens, batch_size=batch, answer=verdict.answer,
         category=verdict.category, sub_label=verdict.sub_label, evidence=verdict.evidence)
 

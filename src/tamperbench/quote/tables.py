@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tamperbench.quote import sampling as sampling_rule
 from tamperbench.quote.runner import TABLE
 from tamperbench.quote.scorer import CATEGORIES
 from tamperbench.quote.taxonomy import PAPER_CLASSES, paper_class
@@ -65,6 +66,13 @@ def pooled_rates(rows: list[dict], key: str, taxonomy: str = "ours") -> list[dic
     return out
 
 
+def _sampling_of(rows: list[dict]) -> str:
+    """How a group's responses were drawn (quote/sampling.py), from its records."""
+    kinds = sorted({(r.get("sampling"), float(r.get("temperature") or 0.0)) for r in rows}, key=str)
+    repeats = len({r.get("repeat", 0) for r in rows})
+    return "; ".join(sampling_rule.describe(s, t, repeats) for s, t in kinds)
+
+
 def summarise(rows: list[dict], top: int = 10, taxonomy: str = "ours") -> dict:
     by_model_arm: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
@@ -74,18 +82,14 @@ def summarise(rows: list[dict], top: int = 10, taxonomy: str = "ours") -> dict:
         n = len(rs)
         k = sum(r["category"] == "faithful" for r in rs)
         kn = sum(r["category"] in ("faithful", "faithful_normalized") for r in rs)
-        per_repeat = defaultdict(list)
-        for r in rs:
-            per_repeat[r["repeat"]].append(r["category"] == "faithful")
-        reps = [sum(v) / len(v) for _, v in sorted(per_repeat.items())]
+        reps = sampling_rule.spread(rs, lambda r: r["category"] == "faithful")
         lo, hi = wilson(k, n)
         dirty = [r for r in rs if r["dirty"]]
         rates.append({
             "model": model, "preset": preset, "arm": arm, "n": n, "faithful": k, "faithful_rate": k / n,
             "ci95": [lo, hi], "faithful_incl_normalized": kn,
             "dirty_n": len(dirty), "corrected": sum(r["category"] == "corrected" for r in dirty),
-            "repeats": len(reps), "repeat_rates": reps,
-            "repeat_spread": (max(reps) - min(reps)) if len(reps) > 1 else None,
+            **reps, "sampling": _sampling_of(rs),
         })
     classes = PAPER_CLASSES if taxonomy == "paper" else CATEGORIES
     counts = Counter((r["arm"], paper_class(r["category"], r["sub_label"]) if taxonomy == "paper" else r["category"])
@@ -105,6 +109,7 @@ def summarise(rows: list[dict], top: int = 10, taxonomy: str = "ours") -> dict:
     hardest.sort(key=lambda h: (-h["failures"] / h["attempts"], h["item_id"]))
     return {
         "rates": rates,
+        "sampling": sorted({r["sampling"] for r in rates}),
         "taxonomy_name": taxonomy,
         "classes": list(classes),
         "taxonomy": {arm: {c: counts.get((arm, c), 0) for c in classes} for arm in sorted({a for a, _ in counts})},
@@ -116,16 +121,25 @@ def summarise(rows: list[dict], top: int = 10, taxonomy: str = "ours") -> dict:
     }
 
 
+def _sampled(summary: dict) -> bool:
+    """Whether any response was sampled (the line naming the sampling is printed then; greedy is the default)."""
+    return any(not d.startswith("greedy") for d in summary.get("sampling", []))
+
+
 def render(summary: dict, console: Console) -> None:
     t = Table(title="Exact Words: faithful (byte-identical) rate per model and arm")
     for col in ("model", "preset", "arm", "n", "faithful", "rate", "95% CI", "+normalized", "corrected/dirty", "repeat spread"):
         t.add_column(col, overflow="fold")
     for r in summary["rates"]:
-        spread = "-" if r["repeat_spread"] is None else f"{r['repeat_spread']:.1%} over {r['repeats']}"
+        spread = "-" if r["repeat_spread"] is None else (
+            f"{r['repeat_spread']:.1%} over {r['repeats']} (sd {r['repeat_sd']:.1%}; "
+            f"{r['items_changing']}/{r['items']} items change class)")
         t.add_row(escape(r["model"]), r["preset"], r["arm"], str(r["n"]), str(r["faithful"]), f"{r['faithful_rate']:.1%}",
                   f"{r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}", str(r["faithful_incl_normalized"]),
                   f"{r['corrected']}/{r['dirty_n']}", spread)
     console.print(t)
+    if _sampled(summary):
+        console.print("Sampling: " + " | ".join(summary["sampling"]), highlight=False)
     what = "paper's faithful (exact or normalised)" if summary.get("taxonomy_name") == "paper" else "byte-identical"
     for key, title in (("pooled_by_arm", f"Faithful ({what}) rate per arm, pooled over models"),
                        ("per_model", f"Faithful ({what}) rate per model, over both arms")):
@@ -167,7 +181,8 @@ def to_markdown(summary: dict) -> str:
     def pct(r: dict) -> list[str]:
         return [f"{r['faithful_rate']:.1%}", f"{r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}"]
 
-    parts = ["# Exact Words summary", "", markdown_table(
+    parts = ["# Exact Words summary", "", *([f"Sampling: {' | '.join(summary['sampling'])}", ""]
+                                           if _sampled(summary) else []), markdown_table(
         ["model", "preset", "arm", "n", "faithful", "rate", "95% CI", "+normalized", "corrected/dirty"],
         [[r["model"], r["preset"], r["arm"], r["n"], r["faithful"], *pct(r), r["faithful_incl_normalized"],
           f"{r['corrected']}/{r['dirty_n']}"] for r in summary["rates"]])]

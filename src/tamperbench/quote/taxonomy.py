@@ -25,7 +25,11 @@ truncated                  prefix / suffix / middle / stops_at_..   truncated   
 wrong_span                 colon_split                              truncated        the text after a colon is a
                                                                                      proper part of the gold
 wrong_span                 any other                                wrong_span       same definition
-rewritten                  any                                      rewritten        same definition
+rewritten                  contains_correction                      corrected        the planted error fixed inside
+                                                                                     an otherwise partial quote
+rewritten                  truncated_punct_added                    truncated        a partial quote ending in an
+                                                                                     invented period (R1's cases)
+rewritten                  any other                                rewritten        same definition
 no_answer                  any                                      rewritten        the paper has no such class;
                                                                                      no text of the document came
 =========================  =======================================  ===============  ============================
@@ -53,6 +57,10 @@ _BY_SUB_LABEL = {
     ("trailing_punct", "trailing_punct_added"): "rewritten",
     ("trailing_punct", "trailing_punct_changed"): "rewritten",
     ("wrong_span", "colon_split"): "truncated",
+    # the paper's "corrected" is "the planted error got fixed", whatever the quote's boundaries
+    ("rewritten", "contains_correction"): "corrected",
+    # the paper counts DeepSeek-R1's clause cut short with an invented final period among its truncations
+    ("rewritten", "truncated_punct_added"): "truncated",
 }
 
 

@@ -41,11 +41,13 @@ OURS = ["faithful", "faithful_normalized", "corrected", "trailing_punct", "trunc
 
 # (title, header, rows) of every printed table, by hand from ROWS:
 # plain: 4 responses, 2 byte-identical (S01 r0, S03), +1 normalised; repeat 0 has 2 of 3 faithful, repeat 1 0 of 1
-# -> spread 66.7% over 2 repeats. strict: 2 responses, none faithful, both dirty, 1 corrected.
+# -> spread 66.7% over 2 repeats, sd |2/3 - 0| / sqrt(2) = 47.1%; of plain's 3 items S01 changes class
+# (faithful, then truncated/prefix). strict: 2 responses, none faithful, both dirty, 1 corrected.
 EXPECTED = [
     ("Exact Words: faithful (byte-identical) rate per model and arm",
      ["model", "preset", "arm", "n", "faithful", "rate", "95% CI", "+normalized", "corrected/dirty", "repeat spread"],
-     [["m", "standard", "plain", "4", "2", "50.0%", "15.0%-85.0%", "3", "0/0", "66.7% over 2"],
+     [["m", "standard", "plain", "4", "2", "50.0%", "15.0%-85.0%", "3", "0/0",
+       "66.7% over 2 (sd 47.1%; 1/3 items change class)"],
       ["m", "standard", "strict", "2", "0", "0.0%", "0.0%-65.8%", "0", "1/2", "-"]]),
     ("Faithful (byte-identical) rate per arm, pooled over models",
      ["arm", "n", "faithful", "rate", "95% CI"],
