@@ -71,6 +71,7 @@ def runs(tmp_path_factory):
 
     probe = {"kind": "probe", "model": "synthetic-model", "provenance_id": "rev0123456789abcdef",
              "site": "resid_post.15", "layer": 15, "m_probe": 0.45, "passes": True, "train_items": 72, "test_items": 24,
+             "intervention": {"operator": "add", "dose": 4.0, "direction": "concepts ocean"},  # reads the dose-4 cells
              "rule": "margin > null 95% quantile (200 label-shuffled refits)",
              "layers": [{"read_layer": 15, "accuracy": 0.95, "errors": 2, "n_test": 48, "null_band": [-0.12, 0.12],
                          "null_quantile": 0.1, "passes": True, "source_rule_pass": False}]}

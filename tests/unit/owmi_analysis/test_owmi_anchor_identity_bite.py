@@ -23,6 +23,9 @@ from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
 from tamperbench.store import RunStore
 from tamperbench.store.run_store import trial_key
 
+# the cells' own intervention (C.8: a probe attaches only to cells whose intervention it read)
+OWN_IV = {"intervention": {"operator": "add", "dose": 4.0, "direction": "concepts ocean"}}
+
 REV = "rev-aaaaaaaaaaaaaaaa"
 F32 = {"model": "m", "model_revision": REV, "dtype": "float32", "quantized": False}
 BF16 = {**F32, "dtype": "bfloat16"}
@@ -30,7 +33,7 @@ GGUF = {**F32, "quantized": True}  # a dequantized GGUF read at float32: same na
 
 
 def _probe(ident: dict | None, m_probe: float, tag: str, site: str = "resid_post.3", model: str = "m") -> dict:
-    base = {"kind": "probe", "model": model, "provenance_id": "pid", "site": site, "layer": int(site.split(".")[1]),
+    base = {"kind": "probe", **OWN_IV, "model": model, "provenance_id": "pid", "site": site, "layer": int(site.split(".")[1]),
             "m_probe": m_probe, "passes": True, "layers": [{"null_quantile": 0.1}], "tag": tag}
     return {**base, **(ident or {})}
 

@@ -24,6 +24,9 @@ from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
 from tamperbench.store import RunStore
 from tamperbench.store.run_store import trial_key
 
+# the cells' own intervention (C.8: a probe attaches only to cells whose intervention it read)
+OWN_IV = {"intervention": {"operator": "add", "dose": 4.0, "direction": "concepts ocean"}}
+
 REV = {"m": "revmmmmmmmmmmmmmmmmmm", "m2": "rev2222222222222222"}
 N_BOOT, SEED = 40, 0  # seed and decay level left to their defaults (0, 0.95), as the report site does
 
@@ -63,19 +66,19 @@ def _records():
 
 IDENT_M = {"model": "m", "model_revision": REV["m"], "dtype": "float32", "quantized": False}
 ANCHORS = [  # saved through the real anchor store, one anchor run directory each, read back in this order
-    {"kind": "probe", "model": "m", "provenance_id": "other-weights", "site": "resid_post.3", "layer": 3, "m_probe": 0.9,
+    {"kind": "probe", **OWN_IV, "model": "m", "provenance_id": "other-weights", "site": "resid_post.3", "layer": 3, "m_probe": 0.9,
      "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "old, by model name"},
-    {"kind": "probe", **IDENT_M, "provenance_id": "p", "site": "resid_post.3", "layer": 3, "m_probe": 0.4,
+    {"kind": "probe", **OWN_IV, **IDENT_M, "provenance_id": "p", "site": "resid_post.3", "layer": 3, "m_probe": 0.4,
      "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "by identity, later"},
-    {"kind": "probe", **IDENT_M, "provenance_id": "p", "site": "resid_post.9", "layer": 9, "m_probe": 0.2,
+    {"kind": "probe", **OWN_IV, **IDENT_M, "provenance_id": "p", "site": "resid_post.9", "layer": 9, "m_probe": 0.2,
      "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "other site"},
     {"kind": "known_positive", "model": "m", "provenance_id": "x", "site": "resid_post.5", "layer": 5, "passes": True,
      "dprime": {"estimate": 3.0}, "auroc": {"estimate": 0.99}, "tag": "kp m"},
     {"kind": "known_positive", "model": "zz", "provenance_id": "y", "site": "resid_post.3", "layer": 3, "passes": False,
      "dprime": {"estimate": 0.1}, "auroc": {"estimate": 0.5}, "tag": "kp other model"},
-    {"kind": "probe", **IDENT_M, "dtype": "bfloat16", "provenance_id": "p", "site": "resid_post.3", "layer": 3,
+    {"kind": "probe", **OWN_IV, **IDENT_M, "dtype": "bfloat16", "provenance_id": "p", "site": "resid_post.3", "layer": 3,
      "m_probe": 0.7, "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "other precision, last"},
-    {"kind": "probe", **IDENT_M, "model": "renamed", "provenance_id": "p", "site": "resid_post.3", "layer": 3,
+    {"kind": "probe", **OWN_IV, **IDENT_M, "model": "renamed", "provenance_id": "p", "site": "resid_post.3", "layer": 3,
      "m_probe": 0.7, "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "other name, last"},
 ]
 

@@ -130,7 +130,7 @@ def _recon_conditions(recon: dict | None, validation: dict | None) -> list[tuple
 
 def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, ladder: dict | None,
           bh_reject: bool | None, recon: dict | None = None, recon_validation: dict | None = None,
-          damage: dict | None = None) -> dict:
+          damage: dict | None = None, probe_note: str | None = None) -> dict:
     """Verdict for one cell from its detection entry, the matching anchors, its dose ladder, and the
     rule-scored entry of its reconstruction cell (``reconstruction.reconstruction_entry``) with any
     human validation of that rule."""
@@ -145,7 +145,7 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
                   + _by_name(known_positive)))
     pr_ok = None if probe is None else bool(probe.get("passes"))
     conds.append(("linear probe above its null at this site", pr_ok,
-                  "no probe anchor at this site" if probe is None else
+                  (probe_note or "no probe anchor at this site") if probe is None else
                   f"m_probe={probe['m_probe']:+.3f} vs null 95th pct {_q(probe['layers'][0].get('null_quantile'))}"
                   + _by_name(probe)))
     auc_ci = c.get("auroc_ci")

@@ -76,8 +76,12 @@ def probe_cmd(
     read_layers: Optional[str] = typer.Option(None, "--read-layers", help="Comma list (default: the site and every deeper layer)."),
     items: int = typer.Option(96, "--items", help="Prompts (each: one sham and one intervention pass)."),
     perm: int = typer.Option(200, "--perm", help="Label-shuffled refits per read-out layer."),
-    dose: float = typer.Option(8.0, "--dose", help="Norm of the added direction."),
-    seed: int = typer.Option(7, "--direction-seed", help="Seed of the added unit direction."),
+    operator: str = typer.Option("add", "--operator", help="The cell's operator: add, zero, scale, noise or replace (C.8: "
+                                 "the probe reads the cell's own intervention)."),
+    dose: float = typer.Option(8.0, "--dose", help="The operator's dose (add: norm of the added direction)."),
+    seed: int = typer.Option(7, "--direction-seed", help="Seed of the added unit direction (noise: of the draw)."),
+    concepts: Optional[str] = typer.Option(None, "--concepts", help="add: inject the engine's concept directions (comma "
+                                           "list, cycled over the items) instead of a seeded random one."),
     new: bool = typer.Option(False, "--new", help="Replace an anchor run with a different spec."),
 ) -> None:
     """Linear-probe anchor: is the intervention linearly decodable at the site and downstream?"""
@@ -92,7 +96,8 @@ def probe_cmd(
         except ValueError:
             raise UserError(f"--read-layers: expected comma-separated integers, got {read_layers!r}") from None
     spec = _spec(ProbeSpec, "probe", model=model, layer=layer, read_layers=reads, n_items=items, n_perm=perm,
-                 dose=dose, direction_seed=seed)
+                 dose=dose, direction_seed=seed, operator=operator,
+                 concepts=[c.strip() for c in concepts.split(",") if c.strip()] if concepts else None)
     backend = load_backend(model, device=device)
     result = run_probe_anchor(backend, spec)
     save_anchor(out, spec, result, new=new)

@@ -21,13 +21,22 @@ def unit_direction(seed: int, dim: int) -> torch.Tensor:
     return v / v.norm()
 
 
-def intervention(model, layer: int, *, dose: float, direction: torch.Tensor | None, sham: bool,
-                 positions: Sequence[int] | None = None, site: str = "resid_post"):
-    """An engine Intervention adding ``dose * direction`` at ``site.layer`` (sham: identity hook)."""
+def site_target(model, layer: int, site: str = "resid_post"):
+    """The engine's object at ``site.layer`` (``owmi.objects.resolve``)."""
     from tamperbench.owmi.objects import ObjectSpec, resolve
+
+    return resolve(model, ObjectSpec.model_validate({"kind": site, "layer": layer}), field="anchor.site")
+
+
+def intervention(model, layer: int, *, dose: float, direction: torch.Tensor | None, sham: bool,
+                 positions: Sequence[int] | None = None, site: str = "resid_post", operator: str = "add",
+                 reference: torch.Tensor | None = None, seed: int = 0):
+    """An engine Intervention of ``operator`` at ``dose`` on ``site.layer`` (sham: identity hook): ``add``
+    adds ``dose * direction``; ``replace`` needs ``reference``; ``noise`` draws from ``seed``."""
     from tamperbench.owmi.operators import Intervention
 
-    target = resolve(model, ObjectSpec.model_validate({"kind": site, "layer": layer}), field="anchor.site")
-    if direction is None:
+    target = site_target(model, layer, site)
+    if operator == "add" and direction is None:
         direction = torch.zeros(target.dim)
-    return Intervention(target, "add", float(dose), positions=positions, direction=direction, identity=sham)
+    return Intervention(target, operator, float(dose), positions=positions, direction=direction, reference=reference,
+                        seed=seed, identity=sham)

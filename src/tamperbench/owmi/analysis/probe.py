@@ -41,8 +41,14 @@ class ProbeSpec(BaseModel):
     model: str = "embedded"
     layer: int | None = None  # intervened residual site resid_post.L; None = mid-depth (n_layers // 2)
     read_layers: list[int] | None = None  # None = L and every deeper layer
-    dose: float = Field(8.0, gt=0)  # norm of the added direction (median token norm at L=15 is ~170)
-    direction_seed: int = 7
+    # C.8: the probe reads the cell's own intervention, so it takes the engine's operators and directions:
+    # operator (add | zero | scale | noise | replace) at dose; add's direction is a seeded random unit vector
+    # (direction_seed) or, with ``concepts``, the engine's concept directions cycled over the items (as the
+    # engine cycles its concept list over a cell's items); replace writes the engine's reference activation
+    operator: str = "add"
+    dose: float = Field(8.0, gt=0)  # add: norm of the added direction (median token norm at L=15 is ~170)
+    direction_seed: int = 7  # add without concepts: the direction's seed; noise: the draw's seed
+    concepts: list[str] | None = None
     n_items: int = Field(96, ge=8, le=2000)
     item_seed: int = 0
     test_fraction: float = Field(0.25, gt=0, lt=1)
@@ -56,14 +62,31 @@ class ProbeSpec(BaseModel):
             raise ValueError("layer must be >= 0")
         if self.read_layers is not None and self.layer is not None and min(self.read_layers) < self.layer:
             raise ValueError("read_layers: every read-out layer must be at or deeper than the intervened layer")
+        from tamperbench.owmi.operators import DOSE_DOMAIN
+        from tamperbench.owmi.probes import concepts
+
+        if self.operator not in DOSE_DOMAIN:
+            raise ValueError(f"operator: {self.operator!r} is not one of {', '.join(DOSE_DOMAIN)}")
+        lo, hi = DOSE_DOMAIN[self.operator]
+        if not lo <= self.dose <= hi:
+            raise ValueError(f"dose: {self.dose} is outside the domain of '{self.operator}' ([{lo}, {hi}])")
+        if self.concepts is not None and (self.operator != "add" or not self.concepts
+                                          or any(c not in concepts() for c in self.concepts)):
+            raise ValueError(f"concepts: only with operator add, a non-empty list of {', '.join(concepts())}")
         return self
+
+    def intervention(self) -> dict:
+        """What the probe's intervention is, in the terms a cell is matched on (``profile._anchor_for``)."""
+        direction = (f"concepts {','.join(self.concepts)}" if self.concepts else
+                     f"seeded random unit direction (seed {self.direction_seed})") if self.operator == "add" else None
+        return {"operator": self.operator, "dose": self.dose, "direction": direction}
 
 
 def collect(backend, spec: ProbeSpec) -> dict:
     """Mean-pooled activations per read layer for sham and intervention passes of every item."""
     import torch
 
-    from tamperbench.owmi.analysis.intervene import intervention, unit_direction
+    from tamperbench.owmi.analysis.intervene import intervention
     from tamperbench.owmi.analysis.prompts import anchor_prompts
 
     model = backend.model
@@ -75,27 +98,54 @@ def collect(backend, spec: ProbeSpec) -> dict:
     if reads[-1] >= n_layers:
         raise UserError(f"read_layers: {reads[-1]} out of range (model has {n_layers} layers)")
     sites = [f"resid_post.{r}" for r in reads]
-    direction = unit_direction(spec.direction_seed, int(model.config.hidden_size))
     items = anchor_prompts(spec.n_items, spec.item_seed)
+    directions, reference = _directions(backend, spec, layer, len(items))
     feats = {r: np.zeros((2, len(items), int(model.config.hidden_size)), dtype=np.float32) for r in reads}
     all_ids = [backend.chat_ids([{"role": "user", "content": q}]) for _, q in items]
     prompts = [backend.decode(ids, skip_special_tokens=False) for ids in all_ids]
-    for start in range(0, len(items), BATCH):
-        chunk = all_ids[start:start + BATCH]
+    for idx, direction in _batches(directions):
+        chunk = [all_ids[i] for i in idx]
         width = max(map(len, chunk))
         # right padding: under causal attention a pad after the prompt cannot change the prompt's
         # activations, and pooling below uses each row's real positions only
         batch = torch.tensor([ids + [backend.pad_id] * (width - len(ids)) for ids in chunk])
         mask = torch.tensor([[1.0] * len(ids) + [0.0] * (width - len(ids)) for ids in chunk])[:, :, None]
         for cond in (0, 1):  # 0 sham, 1 intervention
-            iv = intervention(model, layer, dose=spec.dose, direction=direction, sham=cond == 0)
+            iv = intervention(model, layer, dose=spec.dose, direction=direction, sham=cond == 0, operator=spec.operator,
+                              reference=reference, seed=spec.direction_seed)
             with backend.hooks(iv.hook_pairs()):
                 acts = backend.capture(sites, batch)
             for r, s in zip(reads, sites):
                 pooled = (acts[s].float() * mask).sum(dim=1) / mask.sum(dim=1)
-                feats[r][cond, start:start + len(chunk)] = pooled.numpy()
+                feats[r][cond, idx] = pooled.numpy()
     return {"layer": layer, "reads": reads, "items": items, "prompts": prompts, "features": feats,
             "direction_norm": 1.0}
+
+
+def _directions(backend, spec: ProbeSpec, layer: int, n: int) -> tuple[list, object]:
+    """Per item, the add direction (None for other operators), and the replace reference (else None):
+    the engine's own (``owmi.conditions``), so the probe reads the intervention a cell applies."""
+    from tamperbench.owmi.analysis.intervene import site_target, unit_direction
+    from tamperbench.owmi.conditions import concept_direction, reference_activation
+
+    target = site_target(backend.model, layer)
+    reference = reference_activation(backend, target) if spec.operator == "replace" else None
+    if spec.operator != "add":
+        return [None] * n, reference
+    if not spec.concepts:
+        return [unit_direction(spec.direction_seed, target.dim)] * n, None
+    by = {c: concept_direction(backend, target, c) for c in spec.concepts}
+    return [by[spec.concepts[i % len(spec.concepts)]] for i in range(n)], None
+
+
+def _batches(directions: list):
+    """(item indices, direction) groups of at most BATCH items sharing one direction object."""
+    groups: dict[int, list[int]] = {}
+    for i, d in enumerate(directions):
+        groups.setdefault(id(d), []).append(i)
+    for idx in groups.values():
+        for start in range(0, len(idx), BATCH):
+            yield idx[start:start + BATCH], directions[idx[start]]
 
 
 def run_probe_anchor(backend, spec: ProbeSpec) -> dict:
@@ -121,6 +171,7 @@ def run_probe_anchor(backend, spec: ProbeSpec) -> dict:
     return {
         "kind": "probe", "spec": spec.model_dump(), "model": spec.model, **weights_identity(backend),
         "provenance_id": backend.provenance_id, "site": f"resid_post.{data['layer']}", "layer": data["layer"],
+        "intervention": spec.intervention(),
         "item_ids": [i for i, _ in data["items"]], "prompts_sha": _sha(data["prompts"]),
         "train_items": int(train.size), "test_items": int(test.size), "layers": layers,
         "m_probe": at_site["margin"], "passes": at_site["passes"],

@@ -16,6 +16,7 @@ from tamperbench.owmi.analysis import identity
 from tamperbench.owmi.analysis.claims import claim
 from tamperbench.owmi.analysis.closedset import FAMILIES, closedset_entry
 from tamperbench.owmi.analysis.damage import corruption, damage_key, task_damage
+from tamperbench.owmi.analysis.probe_match import anchor_intervention, other_probe_note, reads_cell
 from tamperbench.owmi.analysis.decay import decay_contrasts
 from tamperbench.owmi.analysis.score import (CELL_FIELDS, LADDER_FIELDS, group_cells, confidence_entry, detection_entry,
                                              ladder_entry, load_runs, variance_entry)
@@ -119,6 +120,8 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
     for key, rs in group_cells(rows).items():
         cell = dict(zip(CELL_FIELDS, key))
         entry: dict[str, Any] = {"cell": cell, "runs": len(rs)}
+        if cell["operator"] == "add":  # the concepts the cell injected: what its own probe must read (C.8)
+            entry["concepts"] = sorted({r["concept"] for r in rs if r["condition"] == "intervention" and r.get("concept")})
         if cell["probe_family"] in ("detection", "confidence"):
             entry["detection"] = detection_entry(rs, n_boot, seed)
             entry["corruption"] = corruption(rs, n_boot, seed)  # D.4: rates, and discrimination without them
@@ -148,14 +151,16 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
     idents = {identity.of(r) for r in rows}
     for c in det_cells:
         row = c["cell"]
-        probe = _anchor_for(anchors, "probe", row, row["site"], idents)
+        own = [a for a in anchors if a["kind"] != "probe" or reads_cell(anchor_intervention(a), c)]  # C.8
+        probe = _anchor_for(own, "probe", row, row["site"], idents)
+        probe_note = None if probe else other_probe_note(c, _anchor_for(anchors, "probe", row, row["site"], idents))
         kp = _anchor_for(anchors, "known_positive", row, None, idents)
         lad = ladders.get(tuple(row[f] for f in LADDER_FIELDS))
         comp = c["detection"]["complete"]
         rcell = recon_cells.get(rc.joint_key(row))
         c["claim"] = claim(c["detection"], probe=probe, known_positive=kp, ladder=lad,
                            bh_reject=comp.get("bh_reject"), recon=rcell and rcell["reconstruction"],
-                           recon_validation=recon_validation, damage=c["task_damage"])
+                           recon_validation=recon_validation, damage=c["task_damage"], probe_note=probe_note)
         if rcell is not None:  # Eq. 17 lives on the reconstruction cell, beside its margins
             rcell["eq17"] = rc.eq17(c["detection"], rcell["reconstruction"],
                                     exceeds_sham(c["detection"], comp.get("bh_reject")))
