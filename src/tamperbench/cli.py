@@ -83,6 +83,9 @@ def export(
     fmt: Annotated[str, typer.Option("--format", help="parquet, csv, jsonl, or hf (a Hugging Face dataset folder).")] = "parquet",
     out: Annotated[Path, typer.Option("--out", help="Output file (one per table, suffixed, if several); a new folder for hf.")] = Path("export.parquet"),
     table: Annotated[Optional[str], typer.Option("--table", help="Export only this table.")] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="CSV: write text cells untouched (by default a cell starting "
+                                      "with = + - @ tab or CR gets a leading apostrophe, so spreadsheets show it "
+                                      "as text, never run it as a formula).")] = False,
 ) -> None:
     """Export a run's records, with provenance joined in."""
     from tamperbench.export import export_run
@@ -96,7 +99,9 @@ def export(
             console.print(f"{name}: {n} rows -> {path}")
         console.print(f"dataset card: {out / 'README.md'}; load with datasets.load_dataset({str(out)!r}, CONFIG)")
         return
-    for name, path, n in export_run(run, fmt, out, table):
+    if raw and fmt != "csv":
+        raise UserError(f"--raw: only used with --format csv (got --format {fmt})")
+    for name, path, n in export_run(run, fmt, out, table, raw=raw):
         console.print(f"{name}: {n} rows -> {path}")
 
 

@@ -37,6 +37,23 @@ def describe_os_error(err: OSError) -> str:
     return why
 
 
+_DAMAGE = ("could not read enough bytes", "corrupt", "checksum", "invalid block")
+
+
+def damaged_database(err: BaseException, path: object = None) -> str | None:
+    """The one-line message for a DuckDB read that failed because the file is cut off or corrupt
+    (a truncated copy, a disk that filled): say it is damaged, never "no schema version" or a bug."""
+    if not type(err).__module__.lstrip("_").startswith("duckdb"):
+        return None
+    first = (str(err).splitlines() or [type(err).__name__])[0]
+    if type(err).__name__ not in ("IOException", "SerializationException", "InternalException") \
+            or not any(m in first.lower() for m in _DAMAGE):
+        return None
+    where = f"{path}: " if path is not None else ""
+    return (f"{where}the run database is damaged (truncated or corrupt: {first}); restore it from a backup "
+            "or rerun into a new --out")
+
+
 def describe(err: BaseException) -> str | None:
     """The one-line message for an expected failure, or None when ``err`` looks like a bug."""
     if isinstance(err, UserError):
@@ -50,7 +67,7 @@ def describe(err: BaseException) -> str | None:
         return f"text with a character that {err.encoding} cannot encode ({err.reason}); use UTF-8 text"
     if isinstance(err, RecursionError):
         return "input nested too deeply"
-    return None
+    return damaged_database(err)
 
 
 def _check_argv(argv: list[str]) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import duckdb
 
-from tamperbench.errors import UserError
+from tamperbench.csvsafe import defuse_table
+from tamperbench.errors import UserError, damaged_database
 from tamperbench.store import Record, RunStore
 from tamperbench.store.run_store import quote_ident
 
@@ -45,8 +46,12 @@ def _target(out: Path, name: str, fmt: str, several: bool) -> Path:
     return out.with_name(f"{out.stem}.{name}{out.suffix or '.' + fmt}") if several else out
 
 
-def export_run(run_dir: Path, fmt: str, out: Path, table: str | None = None) -> list[tuple[str, Path, int]]:
-    """Write one file per record table (``out`` itself when only one table is exported)."""
+def export_run(run_dir: Path, fmt: str, out: Path, table: str | None = None,
+               raw: bool = False) -> list[tuple[str, Path, int]]:
+    """Write one file per record table (``out`` itself when only one table is exported).
+
+    CSV text cells that a spreadsheet would run as formulas get a leading apostrophe
+    (:mod:`tamperbench.csvsafe`) unless ``raw``."""
     if fmt not in FORMATS:
         raise UserError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
     store = RunStore.open_existing(run_dir, read_only=True)
@@ -79,11 +84,19 @@ def export_run(run_dir: Path, fmt: str, out: Path, table: str | None = None) -> 
             else:
                 query = f"SELECT * FROM {ident} ORDER BY key"
             try:
+                if fmt == "csv" and not raw:
+                    store.con.register("__tb_csv_defused", defuse_table(store.con.sql(query).to_arrow_table()))
+                    query = "SELECT * FROM __tb_csv_defused"
                 store.con.execute(f"COPY ({query}) TO $target ({_OPTIONS[fmt]})", {"target": str(target)})
             except duckdb.IOException as err:
+                if (damage := damaged_database(err)) is not None:  # reading the run failed, not writing --out
+                    raise UserError(damage) from None
                 raise UserError(f"--out: cannot write {target} ({str(err).splitlines()[0]})") from None
             except duckdb.Error as err:  # a damaged or hand-edited run database: say which table
                 raise UserError(f"{run_dir}: cannot export table {name!r} ({str(err).splitlines()[0]})") from None
+            finally:
+                if fmt == "csv" and not raw:
+                    store.con.unregister("__tb_csv_defused")
             written.append((name, target, store.count(name)))
         return written
     finally:

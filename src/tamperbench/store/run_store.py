@@ -25,7 +25,7 @@ import duckdb
 import pyarrow as pa
 from pydantic import BaseModel, Field
 
-from tamperbench.errors import UserError
+from tamperbench.errors import UserError, damaged_database
 from tamperbench.fsio import atomic_write, refuse_links
 from tamperbench.store import lock as run_lock
 
@@ -102,7 +102,9 @@ def _check_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Refuse a database written by another store schema version (its columns may mean other things)."""
     try:
         row = con.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
-    except duckdb.Error:
+    except duckdb.Error as err:
+        if (damage := damaged_database(err, path)) is not None:
+            raise UserError(damage) from None
         row = None
     found = row[0] if row else None
     if found != str(SCHEMA_VERSION):
@@ -219,6 +221,8 @@ class RunStore:
             con = duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as err:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            if (damage := damaged_database(err, path)) is not None:
+                raise UserError(damage) from None
             if "lock" in first.lower():
                 raise UserError(f"{path}: another process holds this run database; wait for it to "
                                 f"finish or use another --out ({first})") from None

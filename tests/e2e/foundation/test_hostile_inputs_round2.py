@@ -61,6 +61,29 @@ def _target_intact(tmp: Path, proc) -> None:
     assert (tmp / "outside" / "target.txt").read_bytes() == TARGET
 
 
+def _truncated(inputs: Path, keep: float) -> Path:
+    """A run whose database was cut off after ``keep`` of its bytes (a copy interrupted, a full disk)."""
+    run = run_dir(inputs)
+    db = run / "records.duckdb"
+    db.write_bytes(db.read_bytes()[: int(db.stat().st_size * keep)])
+    return run
+
+
+def _responses(tmp: Path, name: str = "o.csv") -> list[str]:
+    import csv
+
+    with open(tmp / "cwd" / name, newline="", encoding="utf-8") as fh:
+        return sorted(r["response"] for r in csv.DictReader(fh))
+
+
+def _defused(tmp: Path, proc) -> None:
+    assert _responses(tmp) == sorted(["The gold sentence.", "'=HYPERLINK(\"x\")", "'+1 +cmd|' /C calc'!A0"])
+
+
+def _raw(tmp: Path, proc) -> None:
+    assert _responses(tmp) == sorted(["The gold sentence.", "=HYPERLINK(\"x\")", "+1 +cmd|' /C calc'!A0"])
+
+
 CASES = [
     # 29.1 a hostile run directory: links in it are refused in one line, their targets untouched
     Case("quote-table-json-is-a-link", lambda i: (["quote", "table", _linked(quote_run(i), "quote_table.json")], []),
@@ -73,6 +96,20 @@ CASES = [
     Case("sleight-run-spec-is-a-link", lambda i: (["sleight", "run", "--out", _linked(run_dir(i), "spec.json"),
                                                    "--questions", "1", "--words", "1", "--device", "cpu"], []),
          needles=("spec.json", "symbolic link"), check=_target_intact),
+    # 29.9 CSV formula injection: defused by OWASP's rule unless --raw
+    Case("export-csv-formula-cells", lambda i: (["export", quote_run(i), "--format", "csv", "--out", "o.csv"], ["o.csv"]),
+         status=0, check=_defused),
+    Case("export-csv-raw", lambda i: (["export", quote_run(i), "--format", "csv", "--raw", "--out", "o.csv"], ["o.csv"]),
+         status=0, check=_raw),
+    Case("export-raw-needs-csv", lambda i: (["export", quote_run(i), "--raw", "--out", "o.parquet"], []),
+         needles=("--raw", "csv")),
+    # 29.10 a truncated database is damaged, not "no schema version" (30%) nor a bug (50%)
+    Case("export-truncated-database", lambda i: (["export", _truncated(i, 0.3), "--out", "o.csv"], []),
+         needles=("records.duckdb", "damaged")),
+    Case("sleight-table-truncated-database", lambda i: (["sleight", "table", _truncated(i, 0.5)], []),
+         needles=("records.duckdb", "damaged")),
+    Case("export-half-database", lambda i: (["export", _truncated(i, 0.5), "--format", "csv", "--out", "o.csv"], []),
+         needles=("records.duckdb", "damaged")),
 ]
 
 
@@ -141,3 +178,18 @@ def test_full_disk_names_the_file_and_keeps_the_old_one(tmp_path):
     assert "quote_table.json" in lines[0] and "File too large" in lines[0], lines[0]
     assert (run / "quote_table.json").read_text() == "OLD\n"
     assert sorted(p.name for p in run.iterdir() if p.name.endswith(".tmp")) == []
+
+
+def test_site_csv_downloads_use_the_same_rule():
+    """The report's table downloads (LeaderTable.to_csv) and export share csvsafe.csv_cell."""
+    import csv
+    import io
+
+    from tamperbench.report.site.tables import LeaderTable
+
+    t = LeaderTable(slug="t", title="T", columns=["v"])
+    cells = ["+1 +cmd|' /C calc'!A0", "\t=1+2", "-inf =cmd|x", "@SUM(A1)", "\r=1", "-0.25", "+3e-4", "-12%", "ok"]
+    for c in cells:
+        t.add(c)
+    got = [r[0] for r in list(csv.reader(io.StringIO(t.to_csv(), newline="")))[1:]]
+    assert got == ["'+1 +cmd|' /C calc'!A0", "'\t=1+2", "'-inf =cmd|x", "'@SUM(A1)", "'\r=1", "-0.25", "+3e-4", "-12%", "ok"]

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from tamperbench.csvsafe import csv_cell
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,10 @@ class LeaderTable:
 
     def to_csv(self) -> str:
         buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
+        w = csv.writer(buf)  # RFC 4180 line ends: a cell holding a lone CR is quoted too
         w.writerow(self.columns)
         for row in self.rows:
-            w.writerow([_csv_safe(c.text) for c in row])
+            w.writerow([csv_cell(c.text) for c in row])
         return buf.getvalue()
 
     def to_latex(self) -> str:
@@ -114,14 +115,3 @@ def _latex(text: str) -> str:
     return "".join(_LATEX.get(ch, ch) for ch in text)
 
 
-def _csv_safe(text: str) -> str:
-    """Defuse spreadsheet formulas: model text can start with '=' (CSV injection)."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@") and not _is_number(text) else text
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text.split(" ")[0])
-        return True
-    except ValueError:
-        return False
