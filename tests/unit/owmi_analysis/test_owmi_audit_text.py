@@ -116,3 +116,22 @@ def test_decay_names_track_cs_system_message_as_the_engine_sets_it():
     assert spec.track_c_system == "none" and spec.frame("C") == "neutral"
     text = decay.__doc__ + decay.TRACK_PATHS["C"]["path"]
     assert "still names introspection" not in text and "no system message" in decay.TRACK_PATHS["C"]["path"]
+
+
+def test_the_simplified_dose_model_is_named_beside_the_papers(tmp_path):
+    from tamperbench.owmi.analysis.score import DOSE_MODEL
+
+    rs = []
+    for dose in (4.0, 8.0):
+        for p in range(6):
+            for cond, det in (("intervention", p % 2 == 0), ("sham", p == 1)):
+                r = rec(p, cond, True, det, dose=dose)
+                rs.append(r.model_copy(update={"pair_id": f"{r.pair_id}-{dose}", "key": f"{r.key}-{dose}"}))
+    result = score(tmp_path, rs)
+    assert result["ladders"] and all(lad["model_form"] == DOSE_MODEL for lad in result["ladders"])
+    md = _markdown(result)
+    assert "dose model, ours (simplified): item random intercept only" in md
+    assert "the paper's form (not implemented here): crossed item, site and model random effects" in md
+    claim = [c for c in result["cells"] if c["cell"]["probe_family"] == "detection"][0]["claim"]
+    assert any("positive used-object m0 near zero dose (simplified Eq. 10" in x
+               for x in claim["held"] + claim["failed"] + claim["not_measured"])

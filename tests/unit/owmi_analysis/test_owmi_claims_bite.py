@@ -60,7 +60,7 @@ def test_every_condition_held_is_level_4_and_lists_each_line():
         "detection exceeds paired sham (AUROC interval above 0.5, BH-controlled): AUROC=0.8125 [0.6250, 0.9375]",
         "margin over the random-matched control above zero: +0.1250 [+0.0625, +0.2500]",
         "margin over the observer bound above zero: +0.2500 [+0.1250, +0.3750] (tiers [1, 3])",
-        "positive used-object m0 near zero dose: m0 from 4 doses",
+        "positive used-object m0 near zero dose (simplified Eq. 10 and used-object stratum: score.DOSE_MODEL): m0 from 4 doses",
         DAMAGE_LINE,
     ]
     assert v["failed"] == [] and v["not_measured"] == RECON
@@ -155,7 +155,7 @@ def test_no_detection_entry_at_all_is_no_claim():
     v = claim(None, probe=None, known_positive=None, ladder=None, bh_reject=None)
     assert v["level"] == 0 and v["held"] == [] and v["failed"] == ["scorable pairs: 0 complete pairs"]
     assert "margin over the random-unit control above zero: no random-direction rows" in v["not_measured"]
-    assert "positive used-object m0 near zero dose: no dose ladder" in v["not_measured"]
+    assert "positive used-object m0 near zero dose (simplified Eq. 10 and used-object stratum: score.DOSE_MODEL): no dose ladder" in v["not_measured"]
 
 
 @pytest.mark.parametrize("ladder,line,where", [
@@ -169,7 +169,7 @@ def test_no_detection_entry_at_all_is_no_claim():
 ])
 def test_m0_condition(ladder, line, where):
     v = run(ladder=ladder)
-    assert f"positive used-object m0 near zero dose: {line}" in v[where]
+    assert f"positive used-object m0 near zero dose (simplified Eq. 10 and used-object stratum: score.DOSE_MODEL): {line}" in v[where]
 
 
 def test_structure_claim_words():

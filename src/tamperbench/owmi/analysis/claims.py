@@ -170,7 +170,8 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
     m0_ok = None
     if isinstance(m0, dict) and ladder.get("stratified"):
         m0_ok = bool(m0["ci"][0] > 0)
-    conds.append(("positive used-object m0 near zero dose", m0_ok,
+    conds.append(("positive used-object m0 near zero dose (simplified Eq. 10 and used-object stratum: "
+                  "score.DOSE_MODEL)", m0_ok,
                   "no dose ladder" if ladder is None else
                   (ladder.get("reason") or "") + ("" if ladder.get("stratified") else " (no used-object stratum)")))
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tamperbench.fsio import atomic_open, atomic_write
 from tamperbench.owmi.analysis import identity
+from tamperbench.owmi.analysis.score import DOSE_MODEL
 from tamperbench.owmi.analysis.fmt import NO_PARSED, cell_label, ci, drop_empty_sections, esc, margin, num, parse_line
 
 
@@ -125,7 +126,8 @@ def to_markdown(result: dict) -> str:
                      f"{a['false_alarms']}/{a['n_heldout']}; d' = {a['dprime']['estimate']:.4f}, AUROC = "
                      f"{a['auroc']['estimate']:.4f} {ci(a['auroc']['ci'])}; error rate {a['errors']}/{a['n_trials']}, "
                      f"one-sided 95% bound {a['error_rate_upper95']:.4f}; passes = {a['passes']}")
-    L += ["", "## Dose-response and leakage (Eq. 10-11)", ""]
+    L += ["", "## Dose-response and leakage (Eq. 10-11)", "", f"- dose model, ours (simplified): {esc(DOSE_MODEL['ours'])}",
+          f"- the paper's form (not implemented here): {esc(DOSE_MODEL['paper'])}"]
     if not result["ladders"]:
         L.append("- no dose ladder (fewer than two doses in every cell): m0 and lambda not estimable")
     for lad in result["ladders"]:

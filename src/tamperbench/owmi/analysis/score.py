@@ -28,6 +28,15 @@ CELL_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "si
                "track", "hook_scope")
 LADDER_FIELDS = tuple(f for f in CELL_FIELDS if f != "dose")
 ALPHAS = (0.05, 0.01, 0.0001)
+# Eq. 10 and D.4 as implemented, beside the paper's form (named in every output that shows m0 or lambda)
+DOSE_MODEL = {
+    "ours": "item random intercept only; g piecewise linear through the observed doses (monotone, g(0) = 0, linear "
+            "extrapolation below the lowest dose); the VB random-effect SD held fixed across bootstrap replicates; "
+            "'used object' = the intervention moves the gold answer's log-probability by more than 0.05 nats",
+    "paper": "crossed item, site and model random effects; a monotone dose spline constrained to zero at zero dose; "
+             "uncertainty through the full hierarchical fit; 'used object' = a baseline-replacement patch shows the "
+             "site is not causally inert for the task (D.4)",
+}
 ONE_SEED = ("one seed only: sigma^2_seed cannot be estimated (it would be fitted as 0), so Delta = ICC - ICC_seed "
             "(Eq. 18) compares against a seed variance never measured and no structure beyond seed variation "
             "can be claimed; run two or more seeds")
@@ -171,6 +180,7 @@ def ladder_entry(rows: list[dict], n_boot: int, seed: int) -> dict | None:
                         groups={"item": p["clusters"] * 2}, cluster=p["clusters"] * 2,
                         used=(used + used) if used is not None else None, n_boot=n_boot, seed=seed)
     out["used_threshold_nats"] = 0.05 if has_used else None
+    out["model_form"] = DOSE_MODEL
     return out
 
 
