@@ -26,6 +26,8 @@ else consecutive groups of units that fit -- and the choice is kept in ``calibra
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from tamperbench.owmi import contexts as cx
@@ -37,6 +39,18 @@ BASE = "__baseline__"  # the unhooked row of a teacher-forced batch
 
 class BatchedMixin:
     """Engine methods running the conditions of a unit as rows of one batch."""
+
+    # set by Engine (owmi/engine.py), the one class that mixes this in
+    spec: Any
+    b: Any
+    model: Any
+    prefix: Any
+    eos: Any
+    n_layers: int
+    _context: Any
+    make_iv: Any
+    observe: Any
+    observer_record: Any
 
     def model_conditions(self) -> list[str]:
         return [c for c in self.spec.conditions if c != "observer"]

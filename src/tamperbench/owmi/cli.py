@@ -36,7 +36,7 @@ def run_cmd(
         raise UserError(f"--preset: must be one of {', '.join(PRESETS)}; got {preset!r}")
     if model is not None and preset is None:
         raise UserError("--model: only with --preset (a config file names its models)")
-    spec = load_spec(config) if config is not None else PRESETS[preset](**({"models": [model]} if model else {}))
+    spec = load_spec(config) if config is not None else PRESETS[str(preset)](**({"models": [model]} if model else {}))
     if dry_run:
         from tamperbench.estimate import dry_run_spec
         from tamperbench.owmi.validate import preflight

@@ -98,7 +98,7 @@ class Engine(BatchedMixin):
         self.batched = batched and supported(self.model)
         self.prefix = PrefixCache()
         # the last calibration's rows per batch and why (memory.BatchChoice; None: none batched yet)
-        self.calibration_batch = None
+        self.calibration_batch: Any = None
 
     # ------------------------------------------------------------------ preparation
     def frame_system(self, frame: str) -> str | None:
@@ -166,6 +166,7 @@ class Engine(BatchedMixin):
         the altered object for the gold answer (log-prob change, nats)."""
         ids = unit.task.ids + unit.base_ids
         iv = self.make_iv(unit, cond, unit.task.declared)
+        assert iv is not None  # only the model conditions reach the teacher-forced effects
         start = min(unit.task.declared) if unit.task.declared else 0
         self.keep_baseline(unit)
         js_mean, js_max, n = fw.js_divergence(self.model, ids, start, iv, chunk=self.spec.js_chunk,
@@ -206,6 +207,7 @@ class Engine(BatchedMixin):
             for u in units:
                 u.eta = eta
                 iv = self.make_iv(u, "random_matched", u.task.declared)
+                assert iv is not None  # random_matched is a model condition
                 tot += fw.js_divergence(self.model, u.task.ids + u.base_ids, min(u.task.declared or [0]), iv,
                                         chunk=self.spec.js_chunk, baseline=u.base_chunks)[0]
             return tot / len(units)
@@ -274,7 +276,9 @@ class Engine(BatchedMixin):
     def _probe_rows(self, unit: Unit, rows, families, max_new: int, context_for) -> dict:
         """Probe every family on ``rows`` (condition, scope) as one batch; the shared prefix is prefilled
         once and its cache cropped back and reused by every probe family."""
-        out, prefix, cache, group = {}, None, None, None
+        out: dict = {}
+        prefix: Any = None  # the token prefix the cache holds (None: none yet)
+        cache = group = None
         for fam in families:
             ctx = context_for(fam)
             if ctx.ids[: ctx.split] != prefix:

@@ -17,7 +17,7 @@ from contextlib import nullcontext
 
 import torch
 
-from tamperbench.owmi.operators import Intervention
+from tamperbench.owmi.operators import Intervention, Phase
 
 
 def _cache_kw(model) -> str:
@@ -46,7 +46,7 @@ def _hooks(model, iv: Intervention | None):
 
 
 @torch.inference_mode()
-def feed(model, cache, ids: Sequence[int], start: int, iv: Intervention | None, phase: str,
+def feed(model, cache, ids: Sequence[int], start: int, iv: Intervention | None, phase: Phase,
          logits_to_keep: int = 1, chunk: int = 512) -> torch.Tensor:
     """Feed ``ids`` (absolute positions start..) into ``cache``; returns the last
     ``logits_to_keep`` logits of the last chunk (float32)."""
@@ -66,7 +66,7 @@ def feed(model, cache, ids: Sequence[int], start: int, iv: Intervention | None, 
 
 @torch.inference_mode()
 def greedy(model, cache, last_logits: torch.Tensor, start: int, max_new: int, eos: set[int],
-           iv: Intervention | None, phase: str, grammar=None) -> tuple[list[int], str]:
+           iv: Intervention | None, phase: Phase, grammar=None) -> tuple[list[int], str]:
     """Greedy continuation from ``last_logits``; every new token is fed with ``phase``. ``grammar``:
     a fresh ``models.decoding.grammar.RowGrammar`` the tokens are chosen under (see
     ``ragged.Rows.greedy``), consumed as it goes."""

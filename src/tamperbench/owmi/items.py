@@ -8,7 +8,7 @@ the twelve benchmark adapters' items (``tamperbench.bench``) through one schema:
 
 from __future__ import annotations
 
-from tamperbench.bench.schema import BenchItem, Provenance
+from tamperbench.bench.schema import BenchItem, Domain, Provenance, ScoringRule
 
 _PROV = dict(dataset="tamperbench/owmi-builtin", split="builtin", source="tamperbench.owmi.items",
              sha256="builtin")
@@ -19,7 +19,7 @@ _PROV = dict(dataset="tamperbench/owmi-builtin", split="builtin", source="tamper
 # 0 on every quick-preset item, sham included, and Eq. 20's task damage could not show. Answered in words,
 # it scores above 0 at baseline ("The capital of France is Paris." -> F1 0.33; "3 + 4 = 7" -> 0.5), and an
 # intervention that damages the answer lowers that score.
-_RAW = [
+_RAW: list[tuple[Domain, ScoringRule, str, tuple[str, ...] | None, str]] = [
     ("knowledge", "gsm8k_em_f1", "What is the capital of France?", None, "Paris"),
     ("knowledge", "gsm8k_em_f1", "Which planet is closest to the Sun?", None, "Mercury"),
     ("knowledge", "gsm8k_em_f1", "What is the chemical symbol for water?", None, "H2O"),

@@ -6,6 +6,9 @@ counts what is pending for ``--dry-run`` and the bars), so neither imports the o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from tamperbench.errors import UserError
 from tamperbench.owmi.spec import OwmiSpec
 from tamperbench.store import trial_key
@@ -31,7 +34,7 @@ def unit_coords(spec: OwmiSpec, model: str, bench: str, obj, op, item, seed: int
                 item=item.id, seed=seed, positions=spec.positions, when=spec.when)
 
 
-def planned_keys(spec: OwmiSpec, coords: dict, observers: list[str]) -> list[tuple[str, str, dict]]:
+def planned_keys(spec: OwmiSpec, coords: dict, observers: Sequence[str]) -> list[tuple[str, str, dict]]:
     """(key, pair_id, design fields) of every record a unit writes."""
     out = []
     for track in spec.tracks:
@@ -41,6 +44,7 @@ def planned_keys(spec: OwmiSpec, coords: dict, observers: list[str]) -> list[tup
                 pair = dict(coords, track=track, probe=fam, scope=scope)
                 pair_id = trial_key(pair)[:24]
                 for cond in spec.conditions:
+                    d: dict[str, Any]
                     if cond != "observer":
                         d = dict(condition=cond, observer_tier=None, observer_model=None)
                         out.append((trial_key({**pair, **d}), pair_id, {**d, "track": track, "probe": fam, "scope": scope}))

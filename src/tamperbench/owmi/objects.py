@@ -120,7 +120,8 @@ class Target:
         if self.spec.kind == "head":
             return act[:, :, self.spec.head, :]
         if self.sae is not None:
-            return self.sae.encode(act)[..., self.spec.feature: self.spec.feature + 1]
+            feature = int(self.spec.feature or 0)  # set for kind sae_feature (the spec validates it)
+            return self.sae.encode(act)[..., feature: feature + 1]
         return act
 
     def write(self, act: torch.Tensor, cols: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:

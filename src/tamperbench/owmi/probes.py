@@ -83,7 +83,7 @@ def parse(family: str, reply: str, *, n_layers: int) -> dict[str, Any]:
         return out
     try:
         obj = json.loads(m.group(0))
-    except ValueError as err:
+    except json.JSONDecodeError as err:  # a ValueError whose message names the place
         out["parse_error"] = f"invalid JSON: {err.msg}"
         return out
     if not isinstance(obj, dict):
@@ -99,7 +99,7 @@ def parse(family: str, reply: str, *, n_layers: int) -> dict[str, Any]:
 
     if family == "detection":
         det, score = _yes_no(obj.get("changed")), _number(obj.get("score"), 0, 100)
-        if need("changed", det, "yes/no") and need("score", score, "a number in 0..100"):
+        if need("changed", det, "yes/no") and need("score", score, "a number in 0..100") and score is not None:
             out.update(parse_ok=True, detected=det, graded=score / 100.0)
     elif family == "confidence":
         det, conf = _yes_no(obj.get("changed")), _number(obj.get("confidence"), 0, 1)
@@ -107,7 +107,8 @@ def parse(family: str, reply: str, *, n_layers: int) -> dict[str, Any]:
             out.update(parse_ok=True, detected=det, confidence=conf)
     elif family == "localization":
         layer = _number(obj.get("layer"), 0, n_layers - 1)
-        if need("layer", layer if layer is None or layer == int(layer) else None, f"an integer in 0..{n_layers - 1}"):
+        if need("layer", layer if layer is None or layer == int(layer) else None, f"an integer in 0..{n_layers - 1}") \
+                and layer is not None:
             out.update(parse_ok=True, layer_report=int(layer))
     elif family == "characterization":
         cat = str(obj.get("category", "")).strip().lower().replace(" ", "_")

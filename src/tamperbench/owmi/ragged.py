@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from tamperbench.owmi.operators import Intervention
+from tamperbench.owmi.operators import Intervention, Phase
 
 
 def supported(model) -> bool:
@@ -99,7 +99,7 @@ class Rows:
         return hooks(self.model, pairs) if pairs else nullcontext()
 
     @torch.inference_mode()
-    def extend(self, blocks: Sequence[Sequence[int]], phase: str, keep: int = 1) -> torch.Tensor:
+    def extend(self, blocks: Sequence[Sequence[int]], phase: Phase, keep: int = 1) -> torch.Tensor:
         """Feed one block of tokens per row (right-aligned; an empty block is a hole) in one forward;
         returns float32 logits of each row's last ``keep`` columns, (rows, keep, V) -- only rows
         with a non-empty block have meaningful logits."""
@@ -141,7 +141,7 @@ class Rows:
         self.rids = [self.rids[i] for i in keep]
 
     @torch.inference_mode()
-    def greedy(self, logits: torch.Tensor, max_new: int, eos: set[int], phase: str, *,
+    def greedy(self, logits: torch.Tensor, max_new: int, eos: set[int], phase: Phase, *,
                keep: bool = False, grammars: Mapping | None = None) -> dict:
         """Greedy continuation of every row from ``logits`` (rows, V); returns rid -> (ids, finish).
 
@@ -161,7 +161,7 @@ class Rows:
             if grammars:
                 logits = constrain(logits, [None if r in fin else grammars.get(r) for r in self.rids])
             toks = logits.argmax(-1).tolist()
-            feed = []
+            feed: list[list[int]] = []
             for i, rid in enumerate(self.rids):
                 if rid in fin:
                     feed.append([])
@@ -198,7 +198,8 @@ class PrefixCache:
     Bounded: the last ``size`` prefixes are kept."""
 
     def __init__(self, size: int = 8):
-        self.size, self._got = size, {}
+        self.size = size
+        self._got: dict = {}
 
     def get(self, model, ids: Sequence[int]):
         if not ids:

@@ -26,7 +26,7 @@ RUNS_TABLE = "owmi_runs"
 CALIBRATION_TABLE = "owmi_calibration"
 
 Condition = Literal["intervention", "sham", "random_unit", "random_matched", "observer"]
-CONDITIONS: tuple[str, ...] = ("intervention", "sham", "random_unit", "random_matched", "observer")
+CONDITIONS: tuple[Condition, ...] = ("intervention", "sham", "random_unit", "random_matched", "observer")
 Track = Literal["A", "B_visible", "B_masked", "B_delayed", "C"]
 TRACKS: tuple[str, ...] = ("A", "B_visible", "B_masked", "B_delayed", "C")
 Scope = Literal["active", "lifted"]

@@ -234,7 +234,7 @@ def _execute(eng, spec, unit, keys, prov, backend, observers, on_tokens=None) ->
                    eng.probe_delayed(unit, cond, fams, spec.scopes, max_new) if track in ("B_delayed", "C") else
                    eng.probe_visible(unit, cond, fams, spec.scopes, max_new))
             dt = (time.perf_counter() - t) / max(len(got), 1)
-            res = {(track, fam, scope, c, None): (*v, dt) for (c, fam, scope), v in got.items()}
+            res: dict[tuple, tuple] = {(track, fam, scope, c, None): (*v, dt) for (c, fam, scope), v in got.items()}
             yield records(group, res)
         if "observer" not in spec.conditions:
             continue
@@ -249,14 +249,14 @@ def _execute(eng, spec, unit, keys, prov, backend, observers, on_tokens=None) ->
                     yield records((track, "observer", tier), res)
                 continue
             for fam in fams:
-                group = (track, "observer", tier, fam)
-                if group not in want:
+                obs_group = (track, "observer", tier, fam)
+                if obs_group not in want:
                     continue
                 t = time.perf_counter()
                 text, ids, probe3, resp = eng.observe(b, unit, track, fam, max_new)
-                got = (text, ids, [], resp, time.perf_counter() - t, probe3, name)
-                res = {(track, fam, scope, "observer", tier): got for scope in spec.scopes}
-                yield records(group, res)
+                one: tuple = (text, ids, [], resp, time.perf_counter() - t, probe3, name)
+                res = {(track, fam, scope, "observer", tier): one for scope in spec.scopes}
+                yield records(obs_group, res)
 
 
 def _batched_probe(eng, spec, unit, track, fams, max_new) -> dict:

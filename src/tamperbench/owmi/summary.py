@@ -45,9 +45,9 @@ def render(run_dir: str | Path, console: Console) -> list[tuple]:
         bad = sum(not analysable(r) for r in all_rows)
         cal = store.rows("owmi_calibration") if store.has_table("owmi_calibration") else []
     t = Table(title=f"OWMI {run_dir}: runs per track x scope x condition (observer tier in brackets)")
-    for c in ("track", "scope", "condition", "runs", "paired w/ intervention", "parsed", "yes-rate (descr.)",
-              "C rubric flag", "mean JS", "causal effect"):
-        t.add_column(c)
+    for col in ("track", "scope", "condition", "runs", "paired w/ intervention", "parsed", "yes-rate (descr.)",
+                "C rubric flag", "mean JS", "causal effect"):
+        t.add_column(col)
     f = lambda x, d=3: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
     for track, scope, cond, tier, runs, paired, parsed, yes, rub, js, ce in rows:
         name = f"{cond} [{tier}]" if cond == "observer" else cond

@@ -103,8 +103,8 @@ def closedset_entry(fam: str, rows: list[dict], n_boot: int, seed: int) -> dict:
     sham = {x[0]: x[4] for x in scored.get("sham", [])}
     both = [(x[4] - sham[x[0]], x[1]) for x in ints if x[0] in sham]
     if both:
-        m = mean_bootstrap([d for d, _ in both], [i for _, i in both], n_boot=n_boot, seed=seed)
-        out["margin_vs_sham"] = {"pairs": m["n"], "estimate": m["estimate"], "ci": list(m["ci"])}
+        mb = mean_bootstrap([d for d, _ in both], [i for _, i in both], n_boot=n_boot, seed=seed)
+        out["margin_vs_sham"] = {"pairs": mb["n"], "estimate": mb["estimate"], "ci": list(mb["ci"])}
     if fam == "characterization":
         truth, pred = [x[2] for x in ints], [x[3] for x in ints]
         out["macro_f1"] = {**_macro_f1_boot(truth, pred, [x[1] for x in ints], labels, n_boot, seed),

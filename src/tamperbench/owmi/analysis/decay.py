@@ -144,8 +144,8 @@ def track_contrast(rows_x: list[dict], rows_y: list[dict], x: str, y: str, *, n_
     out["pairs"] = {x: len(kx["clusters"]), y: len(ky["clusters"])}
     codes, n_c = cluster_codes(kx["clusters"] + ky["clusters"])
     nx = len(kx["clusters"])
-    sx, sy = (ClusterDetection(*(np.asarray(k[f], dtype=float) for f in ("y_a", "y_b", "g_a", "g_b")), c, n_c)
-              for k, c in ((kx, codes[:nx]), (ky, codes[nx:])))
+    sx, sy = (ClusterDetection(*[np.asarray(k[f], dtype=float) for f in ("y_a", "y_b", "g_a", "g_b")],  # type: ignore[call-arg, arg-type]
+                               c, n_c) for k, c in ((kx, codes[:nx]), (ky, codes[nx:])))
     reps: dict[tuple[str, str], list] = defaultdict(list)
     for w in cluster_weight_chunks(codes, n_c, n_boot, seed, chunk, expand=False):
         for t, st in ((x, sx), (y, sy)):
@@ -217,7 +217,7 @@ def decay_contrasts(rows: list[dict], *, n_boot: int = 2000, seed: int = 0, leve
     for r in rows:
         if r["condition"] in ("intervention", "sham") and r["probe_family"] in ("detection", "spontaneous"):
             cells[tuple(identity.value(r, f) for f in DECAY_FIELDS)].append(r)
-    out = []
+    out: list[dict[str, Any]] = []
     for key, rs in sorted(cells.items(), key=lambda kv: tuple(map(str, kv[0]))):
         present = {r["track"] for r in rs}
         by_track = {t: track_rows(rs, t) for t in {t for pair in PRIMARY + SECONDARY for t in pair}}

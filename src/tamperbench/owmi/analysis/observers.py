@@ -39,6 +39,6 @@ def tier_parse_rates(rows: Iterable[dict]) -> list[dict]:
     out = []
     for p in parse_rates(rows, by=["condition", "observer_tier"]):
         tier = p.get("observer_tier")
-        label = p["condition"] if p["condition"] != "observer" else f"observer {TIER_NAMES.get(tier, f'tier {tier}')}"
+        label = p["condition"] if p["condition"] != "observer" else f"observer {TIER_NAMES.get(int(tier or 0), f'tier {tier}')}"
         out.append({**p, "label": label})
     return out
