@@ -92,7 +92,8 @@ def corruption(rows: list[dict], n_boot: int, seed: int) -> dict:
     from tamperbench.owmi.analysis.observers import tier_parse_rates
     from tamperbench.owmi.analysis.score import detection_entry
 
-    rates = [{"label": p["label"], "corrupted": p["parsed"], "runs": p["attempted"], "rate": p["rate"], "ci95": p["ci95"]}
+    rates = [{"label": p["condition"] if p.get("observer_tier") is None else f"observer tier {p['observer_tier']}",
+              "corrupted": p["parsed"], "runs": p["attempted"], "rate": p["rate"], "ci95": p["ci95"]}
              for p in tier_parse_rates([{**r, "parse_ok": bool(r.get("corrupted"))} for r in rows])]
     n_bad = sum(bool(r.get("corrupted")) for r in rows)
     out: dict = {"rates": rates, "corrupted_runs": n_bad, "runs": len(rows)}
@@ -102,6 +103,12 @@ def corruption(rows: list[dict], n_boot: int, seed: int) -> dict:
     c = detection_entry([r for r in rows if not r.get("corrupted")], n_boot, seed)["complete"]
     out["without_corrupted"] = {k: c[k] for k in ("pairs", "dprime", "dprime_ci", "auroc", "auroc_ci", "excluded")}
     return out
+
+
+def _without(w: dict) -> str:
+    if not w["pairs"]:
+        return "no complete pair left without the corrupted runs"
+    return f"{w['pairs']} pairs, d' {num(w['dprime'])} {ci(w['dprime_ci'])}, AUROC {num(w['auroc'])} {ci(w['auroc_ci'])}"
 
 
 def audit_rows(result: dict) -> list[dict]:
@@ -118,8 +125,7 @@ def audit_rows(result: dict) -> list[dict]:
         out.append({"model": c["cell"]["model"], "dtype": c["cell"]["dtype"], "cell": cell_label(c["cell"]),
                     "corrupted": k["corrupted_runs"], "runs": k["runs"],
                     "corruption_rates": "; ".join(f"{x['label']} {x['corrupted']}/{x['runs']}" for x in k["rates"]),
-                    "without_corrupted": w if isinstance(w, str) else
-                    f"{w['pairs']} pairs, d' {num(w['dprime'])} {ci(w['dprime_ci'])}, AUROC {num(w['auroc'])} {ci(w['auroc_ci'])}",
+                    "without_corrupted": w if isinstance(w, str) else _without(w),
                     "delta_task": (d or {}).get("delta_task"), "delta_task_ci": ci((d or {}).get("delta_task_ci"), 3),
                     "task_baseline": (d or {}).get("baseline_mean"), "divergence_js": (d or {}).get("divergence_js_mean"),
                     "task_damage": damage_condition(d)[2], "model_revision": c["cell"].get("model_revision"),
