@@ -193,3 +193,66 @@ def test_site_csv_downloads_use_the_same_rule():
         t.add(c)
     got = [r[0] for r in list(csv.reader(io.StringIO(t.to_csv(), newline="")))[1:]]
     assert got == ["'+1 +cmd|' /C calc'!A0", "'\t=1+2", "'-inf =cmd|x", "'@SUM(A1)", "'\r=1", "-0.25", "+3e-4", "-12%", "ok"]
+
+
+# 29.7 the same run given twice, through a link, or copied: counted once
+def _site_tables(site: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((site / "tables").glob("*.csv"))}
+
+
+def test_report_counts_a_run_given_twice_or_linked_or_copied_once(tmp_path, tb_inprocess):
+    run = run_dir(tmp_path, "R")
+    (tmp_path / "LINK").symlink_to(run)
+    copy = run_dir(tmp_path, "COPY")
+    assert tb_inprocess("report", run, "--out", tmp_path / "one").returncode == 0
+    once = _site_tables(tmp_path / "one")
+    assert once and any("9" in t for t in once.values())  # n = 9 trials of the synthetic run
+    for i, others in enumerate([[run], [tmp_path / "LINK"], [copy]]):
+        proc = tb_inprocess("report", run, *others, "--out", tmp_path / f"site{i}")
+        assert proc.returncode == 0, proc.stderr
+        assert _site_tables(tmp_path / f"site{i}") == once  # same n, same intervals
+        assert "counted once" in proc.stderr and proc.stderr.count("warning:") == 1, proc.stderr
+
+
+def _owmi_run(path: Path) -> Path:
+    from pydantic import BaseModel
+
+    from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
+
+    class Spec(BaseModel):
+        suite: str = "owmi"
+        name: str = "dup"
+
+    base = dict(cell_id="c", model="m", model_revision="r", dtype="float32", quantized=False, temperature=0.0,
+                top_p=1.0, max_new_tokens=8, benchmark="b", domain="knowledge", item_provenance="{}",
+                object_kind="resid_post", site="resid_post.1", layer=1, operator="add", dose=8.0, positions="task",
+                when="prefill", seed=0, probe_family="detection", probe_text="p", prompt_text="t", prompt_ids=[1],
+                intervened_positions=[], response="{}", finish_reason="stop", track="A", hook_scope="active")
+    recs = [OwmiRun(**base, key=trial_key([p, cond]), pair_id=f"p{p}", item_id=f"i{p}", condition=cond,
+                    observer_tier=None, parse_ok=True, detected=det, graded=float(det))
+            for p in range(12) for cond, det in (("intervention", p % 2 == 0), ("sham", p % 5 == 0))]
+    with RunStore.open(path, Spec()) as store:
+        store.ensure_table(RUNS_TABLE, OwmiRun)
+        store.write(RUNS_TABLE, recs)
+    return path
+
+
+def test_owmi_score_counts_a_run_given_twice_once(tmp_path, tb_inprocess):
+    run = _owmi_run(tmp_path / "R")
+    (tmp_path / "LINK").symlink_to(run)
+    outs = []
+    for i, runs in enumerate([[run], [run, run], [run, tmp_path / "LINK"]]):
+        proc = tb_inprocess("owmi", "score", *runs, "--boot", "50", "--dose-boot", "0", "--out", tmp_path / f"s{i}")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.count("note:") == (0 if i == 0 else 1), proc.stderr
+        outs.append((tmp_path / f"s{i}" / "owmi_detection.csv").read_text())
+    assert outs[0] == outs[1] == outs[2] and "12" in outs[0]  # 12 pairs, not 24
+
+
+def test_sleight_table_refuses_a_run_twice_or_a_copy(tmp_path, tb_inprocess):
+    run = run_dir(tmp_path, "R")
+    (tmp_path / "LINK").symlink_to(run)
+    proc = tb_inprocess("sleight", "table", run, tmp_path / "LINK", "--out", tmp_path / "o")
+    assert proc.returncode == 2 and "the same run is given twice" in proc.stderr
+    proc = tb_inprocess("sleight", "table", run, run_dir(tmp_path, "COPY"), "--out", tmp_path / "o")
+    assert proc.returncode == 2 and "is in both" in proc.stderr

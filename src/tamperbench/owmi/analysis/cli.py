@@ -6,6 +6,7 @@ commands so ``tamperbench --help`` stays fast.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -55,7 +56,12 @@ def score_cmd(
 
     from tamperbench.owmi.analysis.reconstruction import load_validation
 
+    from tamperbench.store.distinct import distinct_runs
+
     validation = load_validation(recon_validation) if recon_validation is not None else None
+    runs, notes = distinct_runs(runs)  # a run given twice, or a copy of one, is counted once
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     result = score_runs(runs, n_boot=boot, seed=seed, dose_boot=dose_boot, decay_level=decay_level,
                         recon_validation=validation)
     paths = save(result, out or Path(runs[0]) / "score")

@@ -79,12 +79,17 @@ def build_site(runs: list[Path], out: Path, title: str = "tamperbench") -> tuple
 
 
 def _build(writer: SiteWriter, runs: list[Path], title: str) -> tuple[Path, list[str]]:
-    infos, problems = [], []
+    from tamperbench.store.distinct import distinct_paths, distinct_records
+
+    infos = []
+    runs, problems = distinct_paths(runs)  # a run given twice (or through a link) is counted once
     for i, path in enumerate(runs):
         try:
             infos.append(read_run(Path(path), i))
         except UserError as err:
             problems.append(str(err))
+    counted, copies = distinct_records([info.path for info in infos])  # and so is a copy of a run
+    infos, problems = [info for info in infos if info.path in counted], problems + copies
     if not infos:
         raise UserError("report: no usable run among those given" + (f" ({problems[0]})" if problems else ""))
     writer.copy_assets()
