@@ -3,8 +3,7 @@
 Why separate from rendering: the same numbers go to the terminal, to markdown and to JSON, and tests
 check them without parsing a table.
 
-Deltas: ``delta_<signal>`` follows the reference rule (the default, see ``metrics``);
-``pooled_delta_<signal>`` keeps tamperbench v1's pooled rule as a named alternative. Judge labels
+Deltas: ``delta_<signal>`` follows the reference rule (see ``metrics``). Judge labels
 and the "ignored" rule come from ``tamperbench.schema``, the same definitions ``judge run`` uses.
 ``paper_counts`` holds the raw counts the paper's own table script divides (so ``--layout paper``
 rounds exactly as the paper did, and pooled rows sum counts over models).
@@ -218,8 +217,7 @@ def _with_signals(clean: dict[str, dict], trials: list[dict], window: int) -> No
     for t in trials:
         c = clean.get(t["clean_key"])
         if c is None or t["untouched"]:
-            t["_sig"] = ({f"delta_{s}": None for s in SIGNALS} | {f"pooled_delta_{s}": None for s in SIGNALS}
-                         | {f"paired_{s}": [] for s in SIGNALS})
+            t["_sig"] = {f"delta_{s}": None for s in SIGNALS} | {f"paired_{s}": [] for s in SIGNALS}
             continue
         trace = full_trace(c, t)
         swaps = list(zip(t["swap_positions"], t["swap_injected"]))
@@ -242,8 +240,6 @@ def summarize(store, *, window: int = 8, seed: int = 0) -> list[dict]:
         for s in SIGNALS:
             deltas[f"delta_{s}"] = model_estimate(
                 ((t["question_id"], t["_sig"][f"delta_{s}"]) for t in touched), "reference", seed=seed).as_dict()
-            deltas[f"pooled_delta_{s}"] = model_estimate(
-                ((t["question_id"], t["_sig"][f"pooled_delta_{s}"]) for t in touched), "pooled", seed=seed).as_dict()
             deltas[f"paired_{s}"] = bootstrap_over_questions(
                 ((t["question_id"], v) for t in touched for v in t["_sig"][f"paired_{s}"]), seed=seed).as_dict()
         occ = sum(t["occurrences"] for t in group)
@@ -256,7 +252,7 @@ def summarize(store, *, window: int = 8, seed: int = 0) -> list[dict]:
             "swaps": sum(t["swap_count"] for t in group),
             "coverage": sum(t["swap_count"] for t in group) / occ if occ else 0.0,
             "thinking_pct": 100.0 * sum(t["thinking"] for t in group) / len(group) if group else None,
-            "delta_rule": {"default": "reference", "alternative": "pooled", **RULE_TEXT},
+            "delta_rule": {"default": "reference", **RULE_TEXT},
             "judge": _judge_block(group, judged),
             "split": _split_block(group, judged, seed),
             "paper_counts": paper_counts(group, judged),

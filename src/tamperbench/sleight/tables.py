@@ -2,7 +2,7 @@
 
 Table 1's judge columns stay empty until a ``judge_verdicts`` table exists in the run (the judge
 suite writes it); the internal-signal columns are always filled. Deltas follow the reference rule
-(see ``metrics``); Table 1b adds the pooled rule as a named alternative. Intervals are 95% bootstrap
+(see ``metrics``); Table 1b adds full-vocabulary entropy and the paired Deltas. Intervals are 95% bootstrap
 intervals over questions. Under the tables a note says which Delta rule, judge fence and
 unparsed-vote rule produced them, with each judge's parse rate.
 
@@ -66,10 +66,9 @@ def table1(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
 
 def table1b(summ: list[dict]) -> tuple[list[str], list[list[str]]]:
     """Table 1 extended: full-vocabulary entropy, the matched-branch paired Deltas and coverage."""
-    head = ["Model", "Trials", "Swaps", "Δ ent. full", "Δ surp. (pooled rule)", "Δ ent. top-20 (pooled rule)",
+    head = ["Model", "Trials", "Swaps", "Δ ent. full",
             "Paired Δ surp.", "Paired Δ ent. top-20", "Paired Δ ent. full", "Coverage"]
     rows = [[m["model"], str(m["trials"]), str(m["swaps"]), fmt_estimate(m["delta_entropy_full"]),
-             fmt_estimate(m["pooled_delta_surprisal"]), fmt_estimate(m["pooled_delta_entropy_top20"]),
              fmt_estimate(m["paired_surprisal"]), fmt_estimate(m["paired_entropy_top20"]),
              fmt_estimate(m["paired_entropy_full"]), f"{100 * m['coverage']:.1f}%"] for m in summ]
     return head, rows
@@ -115,7 +114,7 @@ N_NOTE = "n=a/b: a trials with a majority on the label, of b judged"
 TITLES = {
     "table1": f"Table 1: judge labels (%; empty until judged; {N_NOTE}) and post-swap rise in surprisal / entropy "
               "(reference rule: mean over touched trials; 95% bootstrap CI resampling questions)",
-    "table1b": "Table 1b: full-vocabulary entropy, the pooled-rule Deltas (tamperbench v1), matched-branch paired "
+    "table1b": "Table 1b: full-vocabulary entropy (reference rule), matched-branch paired "
                "Deltas (per swap: post-swap window minus the unaltered branch's next tokens) and replacement coverage",
     "table2": f"Table 2: entity phrase (Mandela effect) vs the neutral substituted words ({N_NOTE}); pooled row: "
               "the paper's counts summed over models (a trial without a label counts as not assigned), gaps of the "
@@ -130,7 +129,7 @@ def _markdown(title: str, head: list[str], rows: Sequence[Sequence[object]]) -> 
 
 def notes(judge: dict | None) -> list[str]:
     """What produced the numbers: the Delta rule, the judge fence, the unparsed-vote rule, parse rates."""
-    out = [f"Δ columns: {RULE_TEXT['reference']}. Alternative: {RULE_TEXT['pooled']}."]
+    out = [f"Δ columns: {RULE_TEXT['reference']}."]
     if judge is None:
         out.append("Judge: not judged yet (run `tamperbench judge run RUN --judge ...`).")
         return out

@@ -1,4 +1,4 @@
-"""Delta surprisal / entropy (reference and pooled rules), the paired Delta and the bootstrap, on
+"""Delta surprisal / entropy (the reference rule), the paired Delta and the bootstrap, on
 hand-computed numbers and on scipy's bootstrap as an independent check."""
 
 import math
@@ -15,7 +15,6 @@ from tamperbench.sleight.metrics import (
     reference_window,
     trial_delta,
     trial_signals,
-    window_positions,
 )
 from tamperbench.sleight.records import FullTrace, full_trace, replacement_coverage
 
@@ -36,25 +35,11 @@ def test_reference_window_walks_past_injected_tokens():
     assert reference_window(7, [False] * 7 + [True], window=8) == []
 
 
-def test_pooled_window_does_not_extend_past_injected_tokens():
-    inj = [False, True, True, False, False, False]
-    assert window_positions(1, 2, inj, window=8) == [3, 4, 5]
-    assert window_positions(1, 2, inj, window=2) == [3, 4]
-    assert window_positions(5, 1, [False] * 5 + [True], window=8) == []
-    # window 3 after the swap at 2: positions 3, 4, 5 -> 5 injected is dropped, nothing added
-    assert window_positions(2, 1, INJ, window=3) == [3, 4]
-
-
 def test_overlapping_windows_count_twice_under_the_reference_rule():
     # reference, window 3: swap@2 -> [3, 4, 6], swap@5 -> [6, 7]; token 6 counted twice:
     # (2 + 4 + 6 + 6 + 0) / 5 = 3.6 -> delta 1.6. Counting 6 once would give (2+4+6+0)/4 = 3 -> 1.0.
     assert post_swap_positions(INJ, [(2, 1), (5, 1)], 3, "reference") == [3, 4, 6, 6, 7]
     assert trial_delta(VALUES, INJ, [(2, 1), (5, 1)], CLEAN, window=3) == pytest.approx(1.6)
-    # pooled: {3, 4} | {6, 7} each once -> 3 - 2 = 1
-    assert post_swap_positions(INJ, [(2, 1), (5, 1)], 3, "pooled") == [3, 4, 6, 7]
-    assert trial_delta(VALUES, INJ, [(2, 1), (5, 1)], CLEAN, window=3, rule="pooled") == pytest.approx(1.0)
-    # pooled rule, overlapping windows (window 8): {3,4,6,7} | {6,7} once -> 3 - 2 = 1
-    assert trial_delta(VALUES, INJ, [(2, 1), (5, 1)], CLEAN, window=8, rule="pooled") == pytest.approx(1.0)
     # reference, window 8: [3,4,6,7] + [6,7] -> (2+4+6+0+6+0)/6 = 3 -> 1
     assert trial_delta(VALUES, INJ, [(2, 1), (5, 1)], CLEAN, window=8) == pytest.approx(1.0)
 
@@ -89,7 +74,7 @@ def test_trial_signals_uses_each_signal_and_both_rules():
     assert out["delta_surprisal"] == pytest.approx(2.0 - 1.0)
     assert out["delta_entropy_full"] == pytest.approx(4.0 - 2.0)
     assert out["delta_entropy_top20"] == pytest.approx(2.0 - 1.0)
-    assert out["pooled_delta_surprisal"] == pytest.approx(2.0 - 1.0)
+    assert "pooled_delta_surprisal" not in out  # tamperbench v1's pooled rule is gone (issue 28)
     assert out["paired_surprisal"] == pytest.approx([1.5])
     assert out["paired_entropy_full"] == pytest.approx([0.0])
     assert out["paired_entropy_top20"] == pytest.approx([0.0])
@@ -108,9 +93,8 @@ def test_question_and_item_weighting_differ_by_hand():
     assert by_item.mean == pytest.approx((1 + 3 + 5 + 4 + 0) / 5)  # 2.6
     assert by_question.n_questions == by_item.n_questions == 3
     assert by_question.n_items == by_item.n_items == 5  # None, NaN and +-inf dropped
-    # the reference rule is the mean over trials, the pooled rule the mean over questions
+    # the reference rule is the mean over trials
     assert model_estimate(ITEMS, "reference").mean == pytest.approx(2.6)
-    assert model_estimate(ITEMS, "pooled").mean == pytest.approx(7 / 3)
 
 
 def test_nan_and_inf_never_change_a_mean():
@@ -223,17 +207,21 @@ def test_estimate_as_dict_and_rule_texts():
 
     assert Estimate(1.0, 0.5, 1.5, 3, 7).as_dict() == {"mean": 1.0, "lo": 0.5, "hi": 1.5, "n_questions": 3,
                                                        "n_items": 7}
-    assert RULES == ("reference", "pooled")
+    assert RULES == ("reference",)
     assert RULE_TEXT["reference"].startswith("reference rule: next 8 non-injected tokens per swap")
     assert "overlaps count twice" in RULE_TEXT["reference"] and "mean over touched trials" in RULE_TEXT["reference"]
-    assert RULE_TEXT["pooled"].startswith("pooled rule (tamperbench v1): positions [p+n, p+n+8)")
-    assert "mean of per-question means" in RULE_TEXT["pooled"]
+    assert set(RULE_TEXT) == {"reference"}
 
 
 def test_errors_name_the_bad_value():
-    with pytest.raises(ValueError, match=r"rule must be one of \('reference', 'pooled'\), not 'median'"):
+    with pytest.raises(ValueError, match=r"rule must be one of \('reference',\), not 'median'"):
         post_swap_positions(INJ, [(2, 1)], 3, "median")
     with pytest.raises(ValueError, match="weight must be 'question' or 'item', not 'trial'"):
         bootstrap_over_questions(ITEMS, weight="trial")
-    with pytest.raises(ValueError, match=r"rule must be one of \('reference', 'pooled'\), not 'mean'"):
+    with pytest.raises(ValueError, match=r"rule must be one of \('reference',\), not 'mean'"):
         model_estimate(ITEMS, "mean")
+    # tamperbench v1's pooled rule is gone (issue 28): asking for it is refused, not silently swapped
+    with pytest.raises(ValueError, match=r"rule must be one of \('reference',\), not 'pooled'"):
+        model_estimate(ITEMS, "pooled")
+    with pytest.raises(ValueError, match=r"rule must be one of \('reference',\), not 'pooled'"):
+        post_swap_positions(INJ, [(2, 1)], 3, "pooled")

@@ -69,7 +69,7 @@ def eight(tmp_path):
         yield st
 
 
-ESTIMATES = ["delta_surprisal", "pooled_delta_surprisal", "paired_surprisal"]
+ESTIMATES = ["delta_surprisal", "paired_surprisal"]
 
 
 def test_seed_reaches_every_interval_and_defaults_to_0(eight):
@@ -114,7 +114,7 @@ def test_unjudged_block_counts_coverage_and_rule_names(eight):
                           "corrected": None, "aware": None, "n_judged": 0, "counts": {}}
     assert m["provenance_id"] == "p" and m["model"] == "m"
     assert (m["trials"], m["touched"], m["swaps"], m["coverage"]) == (N, N, N, 1.0)
-    assert m["delta_rule"]["default"] == "reference" and m["delta_rule"]["alternative"] == "pooled"
+    assert m["delta_rule"]["default"] == "reference" and "alternative" not in m["delta_rule"]
 
 
 def test_no_occurrences_means_coverage_0_and_a_one_sided_gap(tmp_path):

@@ -76,7 +76,7 @@ def store(tmp_path):
 def test_deltas_by_hand(store):
     (m,) = summarize(store)
     assert m["delta_surprisal"]["mean"] == pytest.approx((3 + 2.2 + 2) / 3)  # mean over touched trials
-    assert m["pooled_delta_surprisal"]["mean"] == pytest.approx(((3 + 2.0) / 2 + 2) / 2)  # mean of question means
+    assert "pooled_delta_surprisal" not in m  # tamperbench v1's pooled rule is gone (issue 28)
     assert m["delta_entropy_top20"]["mean"] == pytest.approx((1 + 0 + 1) / 3)
     assert m["delta_entropy_full"]["mean"] == pytest.approx((1 + 0 + 1) / 3)
     assert m["paired_surprisal"]["mean"] == pytest.approx(((3 + 2 + 2.5) / 3 + 1) / 2)
@@ -121,7 +121,7 @@ def test_judge_columns_rule_fence_and_parse_rates(store):
     assert saved["paper_tables"]["table2"]["rows"] == [["m", "50", "0", "+50", "0", "0", "+0"],
                                                        ["Pooled (all models)", "50", "0", "+50", "0", "0", "+0"]]
     assert saved["tables"]["table1"]["rows"][0][7].startswith("+2.40 [")
-    assert saved["tables"]["table1b"]["rows"][0][4].startswith("+2.25")  # the pooled rule's column
+    assert saved["tables"]["table1b"]["rows"][0][4].startswith("+1.75")  # paired surprisal (the pooled rule is gone)
     assert saved["tables"]["table2"]["rows"][-1][:4] == ["Pooled (all models)", "50 (n=2/2)", "0 (n=1/1)", "+50"]
     with pytest.raises(Exception, match="--layout"):
         render(store, Console(file=io.StringIO()), layout="wide")
