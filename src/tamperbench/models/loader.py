@@ -63,8 +63,11 @@ def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | N
 def load_hf(spec: str = "embedded", *, device: str = "auto", dtype: str | None = None,
             batch_size: int | None = None, chat_template: str | None = None):
     """Load a local / hub / GGUF spec into an :class:`~tamperbench.models.hf.HFBackend`."""
+    from tamperbench.models.installable import default_chat_template
     from tamperbench.models.templating import MISSING_TEMPLATE_HINT, resolve_chat_template
 
+    if chat_template is None:  # a shipped template for an installable base model (hashed into provenance)
+        chat_template = default_chat_template(spec)
     template = resolve_chat_template(chat_template)  # a bad file is refused before any loading
     if batch_size is not None and batch_size < 1:
         raise UserError(f"--batch-size: must be a positive integer, got {batch_size}")

