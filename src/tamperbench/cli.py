@@ -46,7 +46,7 @@ def _mount_suites() -> None:
 @app.command()
 def export(
     run: Annotated[Path, typer.Argument(help="Run directory.")],
-    fmt: Annotated[str, typer.Option("--format", help="parquet, csv, jsonl, or hf (a Hugging Face dataset folder).")] = "parquet",
+    fmt: Annotated[str, typer.Option("--format", help="parquet, csv, jsonl, hf (a Hugging Face dataset folder) or inspect (an inspect-ai log, FILE.eval).")] = "parquet",
     out: Annotated[Path, typer.Option("--out", help="Output file (one per table, suffixed, if several); a new folder for hf.")] = Path("export.parquet"),
     table: Annotated[Optional[str], typer.Option("--table", help="Export only this table.")] = None,
     raw: Annotated[bool, typer.Option("--raw", help="CSV: write text cells untouched (by default a cell starting "
@@ -56,6 +56,14 @@ def export(
     """Export a run's records, with provenance joined in."""
     from tamperbench.export import export_run
 
+    if fmt == "inspect":
+        if table is not None:
+            raise UserError("--table: not used with --format inspect (the run's main table becomes the samples)")
+        from tamperbench.inspect_ext.export import export_inspect
+
+        name, path, n = export_inspect(run, out)
+        console.print(f"{name}: {n} samples -> {path} (open with: inspect view --log-dir {path.parent})")
+        return
     if fmt == "hf":
         if table is not None:
             raise UserError("--table: not used with --format hf (every record table becomes one config)")
