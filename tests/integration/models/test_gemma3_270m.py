@@ -66,14 +66,15 @@ def test_swap_engine_equals_the_naive_reference(gemma) -> None:
     from tamperbench.sleight.engine import QuestionTask, SwapEngine
 
     ref = _reference_module()
-    budget = 16
+    budget = 12
     det = TriggerDetector(gemma.tokenizer, ["the"])
+    questions = {"moon": QUESTIONS["moon"]}  # one question keeps the no-cache reference affordable on 270M
     tasks = [QuestionTask(qid, gemma.chat_ids([{"role": "user", "content": q}]), ["scarf"], True)
-             for qid, q in QUESTIONS.items()]
+             for qid, q in questions.items()]
     results = {r.question_id: r for r in SwapEngine(gemma, det, max_new_tokens=budget, batch_size=4, window=4).run(tasks)}
     eos = set(gemma.eos_ids)
     swaps = diverged = 0
-    for qid, q in QUESTIONS.items():
+    for qid, q in questions.items():
         prompt = gemma.chat_ids([{"role": "user", "content": q}])
         res = results[qid]
         for sub, trace in [(None, res.clean), *res.trials.items()]:
