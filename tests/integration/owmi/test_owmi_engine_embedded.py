@@ -124,3 +124,15 @@ def test_bar_counts_down_the_dry_run_bound(owmi_run, owmi_bar, embedded_backend,
     lo, hi = max(int(h) * 3600 + int(m) * 60 + int(sec) - 1.0, 0.0), owmi_bar["wall"]
     texts = {EtaTracker(rep.row_tokens).text(rep.tokens, lo + (hi - lo) * i / 20_000) for i in range(20_001)}
     assert eta in texts, (eta, lo, hi)
+
+
+def test_tier2_rows_keep_the_subjects_revision_and_record_the_observers(owmi_run):
+    """All observer tiers of a cell meet in that cell (Eq. 8: mu_obs is the max over them): the cell key
+    holds model_revision, so a tier-2 row carries the subject's, and the observer's own in
+    observer_revision (before, it carried the observer's and formed a cell of its own)."""
+    _, _, _, rows, _ = owmi_run
+    subject = {r["model_revision"] for r in rows if r["condition"] != "observer"}
+    tier2 = [r for r in rows if r["observer_tier"] == 2]
+    assert len(subject) == 1 and tier2
+    assert all(r["model_revision"] in subject and r["observer_revision"] for r in tier2)
+    assert all(r.get("observer_revision") is None for r in rows if r["observer_tier"] != 2)
