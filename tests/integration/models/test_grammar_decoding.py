@@ -116,15 +116,28 @@ def test_grammar_steers_where_greedy_strays_and_follows_forks_and_rollbacks(embe
     (twin,) = dec.fork(rid, 1)
     a, c = (res.token for res in dec.step())
     assert a == c  # same state, same choice
-    dec.rollback(twin, 1)
     with pytest.raises(ValueError, match="not allowed by its grammar"):
         dec.step({twin: b.tokenizer.convert_tokens_to_ids("[")})
+    dec.rollback(twin, 1)  # the grammar goes back one token too: the twin takes the same token again
     for _ in range(12):
         res = {r.row: r for r in dec.step()}
         if res[rid].is_eos:
             break
-    text = b.decode(dec.generated(rid)[:-1])
-    jsonschema.validate(json.loads(text), CITY)
+    steered = dec.generated(rid)
+    assert dec.generated(twin) == steered[:len(dec.generated(twin))]
+    jsonschema.validate(json.loads(b.decode(steered[:-1])), CITY)
+    # OWMI's ragged rows and one-row loop steer the same way
+    from tamperbench.owmi import forward as fw
+    from tamperbench.owmi.ragged import Rows
+
+    rows = Rows(b.model, fw.new_cache(b.model), torch.zeros(1, 0, dtype=torch.bool), ["g"])
+    logits = rows.extend([ids], "prefill")[:, -1]
+    assert rows.greedy(logits, 20, set(b.eos_ids), "probe",
+                       grammars={"g": matcher(b.tokenizer, g, b.eos_ids)})["g"] == (steered, "eos")
+    cache = fw.new_cache(b.model)
+    last = fw.feed(b.model, cache, ids, 0, None, "prefill")
+    assert fw.greedy(b.model, cache, last, len(ids), 20, set(b.eos_ids), None, "probe",
+                     grammar=matcher(b.tokenizer, g, b.eos_ids)) == (steered, "eos")
     # seeded sampling at a high temperature draws only allowed tokens (pending_logprobs(constrained=True))
     outs = b.generate_chat([_conv("Say anything.")] * 3, max_new_tokens=24, temperature=1.5, seed=3,
                            progress=False, grammar=g)
