@@ -89,3 +89,50 @@ def test_swap_engine_equals_the_naive_reference(gemma) -> None:
                 assert [s.position for s in trace.swaps] == positions
                 swaps += len(positions)
     assert swaps >= 1 and diverged <= 1
+
+
+@pytest.mark.parametrize("kind, op, dose", [("resid_post", "scale", 0.5), ("attn_out", "zero", 1.0),
+                                            ("mlp_out", "noise", 0.3), ("head", "add", 5.0)])
+def test_owmi_objects_change_exactly_the_object_on_gemma(gemma, kind, op, dose) -> None:
+    """OWMI's hooks on Gemma 3 (4 query heads over 1 KV head, normed blocks): the declared object
+    changes at the declared positions only, the value computed by hand from an unhooked capture."""
+    from tamperbench.models.hooks import hooks
+    from tamperbench.owmi.objects import ObjectSpec, resolve
+    from tamperbench.owmi.operators import Intervention
+
+    model, positions = gemma.model, [3, 5]
+    ids = torch.tensor([gemma.tokenizer("The capital of France is Paris.")["input_ids"]])
+    target = resolve(model, ObjectSpec(kind=kind, layer=6, **({"head": 2} if kind == "head" else {})))
+    direction = torch.nn.functional.normalize(torch.randn(target.dim, generator=torch.Generator().manual_seed(0)), dim=0)
+    iv = Intervention(target, op, dose, positions=positions, direction=direction, seed=3)
+
+    def capture(extra=()):
+        got = {}
+
+        def keep(site):
+            def fn(a):
+                got[site] = a.detach().clone()
+            return fn
+
+        sites = [target.site, "resid_post.5", "resid_post.7"]
+        with torch.no_grad(), hooks(model, [*extra, *[(s, keep(s)) for s in sites]]):
+            model(input_ids=ids)
+        return got
+
+    base, got = capture(), capture(iv.hook_pairs())
+    x, y = base[target.site], got[target.site]
+    rest = [p for p in range(ids.shape[1]) if p not in positions]
+    assert torch.equal(y[:, rest], x[:, rest])
+    assert torch.equal(got["resid_post.5"], base["resid_post.5"]) and not torch.allclose(got["resid_post.7"], base["resid_post.7"])
+    if kind == "head":
+        assert y.shape[2] == model.config.num_attention_heads  # the o_proj input viewed per query head
+        assert torch.allclose(y[:, positions, 2], x[:, positions, 2] + dose * direction, atol=1e-4)
+    elif op == "scale":
+        assert torch.allclose(y[:, positions], dose * x[:, positions], atol=1e-4)
+    elif op == "zero":
+        assert torch.count_nonzero(y[:, positions]) == 0
+    else:  # seeded noise, one draw per absolute position
+        eps = torch.stack([torch.randn(x.shape[-1], generator=torch.Generator().manual_seed(3 * 1000003 + p))
+                           for p in positions])
+        rms = x[:, positions].pow(2).mean(-1, keepdim=True).sqrt()
+        assert torch.allclose(y[:, positions], x[:, positions] + dose * rms * eps, atol=1e-3)
