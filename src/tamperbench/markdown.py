@@ -40,14 +40,6 @@ def escape_markdown_cell(text: object) -> str:
     return escape_markdown(text)
 
 
-def split_row(line: str) -> list[str]:
-    """The cells of a Markdown table row, honouring ``\\|`` inside a cell."""
-    body = line.strip()
-    body = body[1:] if body.startswith("|") else body
-    body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
-    return [c.strip() for c in re.split(r"(?<!\\)\|", body)]
-
-
 def inline_to_html(text: str) -> str:
     """Markdown inline text (escapes, entities, **bold**, `code`) as safe HTML: no tag survives from input."""
     out, pos = [], 0

@@ -12,7 +12,6 @@ from typing import Literal
 
 from rich.table import Table
 
-DEFAULT_QUESTION = "what causes the phases of the moon?"
 
 
 @dataclass

@@ -22,7 +22,6 @@ step's mean JS over the cell's units as one ragged batch, or one teacher-forced 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -354,7 +353,3 @@ def parsed_fields(family: str, response: str, n_layers: int) -> dict:
         got["rubric_flag"] = rubric_flag(response)
     got["corrupted"] = corrupted(response)
     return got
-
-
-def timer() -> float:
-    return time.perf_counter()

@@ -34,7 +34,6 @@ if TYPE_CHECKING:  # torch loads when a target is used, not when a spec is read 
     import torch
 
 ObjectKind = Literal["resid_pre", "resid_post", "attn_out", "mlp_out", "head", "sae_feature"]
-OBJECT_KINDS: tuple[str, ...] = ("resid_pre", "resid_post", "attn_out", "mlp_out", "head", "sae_feature")
 
 
 class ObjectSpec(BaseModel):
@@ -136,11 +135,6 @@ class Target:
         else:
             out[:, cols] = new.to(act.dtype)
         return out
-
-    @property
-    def residual_dim(self) -> int:
-        """Width of the space a random-direction control lives in for this object."""
-        return self.dim if self.sae is None else self.sae.d_in
 
 
 def resolve(model, spec: ObjectSpec, field: str = "object") -> Target:

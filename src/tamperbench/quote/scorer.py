@@ -30,7 +30,6 @@ from tamperbench.quote.sentences import segment
 
 CATEGORIES = ("faithful", "faithful_normalized", "corrected", "trailing_punct", "truncated",
               "wrong_span", "rewritten", "no_answer")
-FAILURES = CATEGORIES[2:]
 _LABEL_ONLY = re.compile(r"^(?:section\s+|§\s*)?(?:#{1,6}|[-*•]|\d+(?:\.\d+)*\.?)[:.)]?$", re.I)
 _COLON = re.compile(r"[:;]\s")
 _FENCE = re.compile(r"^```[\w-]*\s*|\s*```$")

@@ -37,10 +37,8 @@ no_answer                  any                                      rewritten   
 
 from __future__ import annotations
 
-from typing import Literal
 
 PAPER_CLASSES = ("faithful", "corrected", "truncated", "wrong_span", "rewritten")
-Taxonomy = Literal["ours", "paper"]
 TAXONOMIES: tuple[str, ...] = ("ours", "paper")
 
 _BY_CLASS = {

@@ -105,7 +105,6 @@ class QuestionResult:
 @dataclass
 class _Question:
     task: QuestionTask
-    prefix_rid: int | None = None
     clean: DecodeTrace | None = None
     clean_done: bool = False
     first_swap: int | None = None  # position of the first trigger in the clean run
@@ -251,7 +250,6 @@ class SwapEngine:
         if new:
             rids = dec.add_rows([q.task.prompt_ids for q in new])
             for rid, q in zip(rids, new):
-                q.prefix_rid = rid
                 q.clean = self._new_trace()
                 rows[rid] = _RowState("prefix", q, q.clean, self.budget)
                 active.append(q)

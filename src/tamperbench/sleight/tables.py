@@ -30,10 +30,6 @@ from tamperbench.sleight.summary import fmt_estimate, judge_setup, summarize
 LAYOUTS = ("default", "paper")
 
 
-def _pct(v: float | None) -> str:
-    return "" if v is None else f"{v:.0f}"
-
-
 def _pts(v: float | None) -> str:
     return "" if v is None else f"{v:+.0f}"
 
