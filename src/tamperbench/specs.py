@@ -9,14 +9,30 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
 from tamperbench.errors import UserError
 
 S = TypeVar("S", bound=BaseModel)
+
+# Bounds of every numeric spec field. WHY: a spec is input; an unbounded number reaches torch or C
+# (``manual_seed(2**70)`` overflows, ``max_new_tokens`` 10**400 or a temperature of Infinity crash a
+# run as a "bug" after its directory exists) or memory (``repeats`` 10**7 builds ten million trials
+# before the first token). Each bound is one line naming the field, before any run directory exists.
+SEED_MAX = 2**32 - 1  # numpy's legacy limit; derived seeds (seed * 1_000_003 + i) stay inside int64
+MAX_NEW_TOKENS = 1 << 20  # beyond any context window; the context check refuses more than the model holds
+MAX_REPEATS = 1000
+MAX_BATCH = 1 << 16
+SPEC_FILE_MAX_BYTES = 8 << 20  # a spec file (or a run's spec.json) larger than this is refused unread
+
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
+NewTokens = Annotated[int, Field(ge=1, le=MAX_NEW_TOKENS)]
+Temperature = Annotated[float, Field(ge=0, le=10, allow_inf_nan=False)]
+Repeats = Annotated[int, Field(ge=1, le=MAX_REPEATS)]
+BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH)]
 
 
 class FrozenSpec(BaseModel):
@@ -51,7 +67,9 @@ def describe_flag_error(err: ValidationError, cls: type[BaseModel]) -> str:
     name = str(first["loc"][0]) if first["loc"] else ""
     flags: dict[str, str] = getattr(cls, "cli_flags", {})
     flag = flags.get(name, "--" + name.replace("_", "-")) if name else cls.__name__
-    got = f", got {first['input']!r}" if name and not isinstance(first.get("input"), dict) else ""
+    shown = repr(first.get("input"))
+    shown = shown if len(shown) <= 60 else f"{shown[:40]}... ({len(shown)} characters)"
+    got = f", got {shown}" if name and not isinstance(first.get("input"), dict) else ""
     return f"{flag}: {first['msg'].removeprefix('Value error, ')}{got}{_extra(err)}"
 
 
@@ -68,6 +86,8 @@ def build_spec(cls: type[S], where: str | None = None, **values: Any) -> S:
 def read_spec_json(path: Path) -> dict:
     """The JSON object in a spec file; a missing file, bad JSON or a non-object is one line."""
     try:
+        if Path(path).stat().st_size > SPEC_FILE_MAX_BYTES:
+            raise UserError(f"{path}: spec file over {SPEC_FILE_MAX_BYTES >> 20} MiB; a spec is a small JSON object")
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise UserError(f"{path}: spec file does not exist") from None

@@ -34,7 +34,7 @@ from tamperbench.judge.records import (
     replace_rows,
 )
 from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
-from tamperbench.specs import FrozenSpec
+from tamperbench.specs import MAX_NEW_TOKENS, FrozenSpec, Seed, Temperature
 from tamperbench.store import RunStore, trial_key
 
 Loader = Callable[[str], object]
@@ -43,10 +43,10 @@ Loader = Callable[[str], object]
 class JudgeConfig(FrozenSpec):
     """How the jury judges; frozen, constraints on the fields (a JSON verdict needs >= 16 tokens)."""
 
-    max_new_tokens: int = Field(default=160, ge=16)
-    seed: int = 0
+    max_new_tokens: int = Field(default=160, ge=16, le=MAX_NEW_TOKENS)
+    seed: Seed = 0
     fence: Fence = "nonce"
-    temperature: float = Field(default=0.0, ge=0)
+    temperature: Temperature = 0.0
     unparsed: UnparsedRule = "abstain"  # how verdicts treat unparsed votes; votes themselves do not depend on it
     parse: ParseRule = "robust"  # how a judge's text becomes a vote (judge/parse.py)
     judged_text: JudgedText = "safe"  # the reply as judged: safe (no special tokens, defused) or reference

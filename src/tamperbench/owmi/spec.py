@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tamperbench.errors import UserError
+from tamperbench.specs import MAX_BATCH, NewTokens, Seed, Temperature
 from tamperbench.owmi.objects import ObjectSpec
 from tamperbench.owmi.operators import OperatorSpec, check_dose
 from tamperbench.owmi.records import CONDITIONS, TRACKS, Condition, Scope, Track
@@ -35,7 +36,7 @@ class OwmiSpec(BaseModel):
     observer_models: tuple[str, ...] = Field(default=(), description="Tier-2 observers: other model specs.")
     observer_classifier: bool = Field(default=True, description="Tier 3: TF-IDF + logistic regression on held-out visible outputs.")
     benchmarks: tuple[str, ...] = ("builtin",)
-    items_per_benchmark: int = Field(default=3, ge=1)
+    items_per_benchmark: int = Field(default=3, ge=1, le=100_000)
     objects: tuple[ObjectSpec, ...]
     operators: tuple[OperatorSpec, ...]
     concepts: tuple[str, ...] = Field(default=(), description="Concepts for 'add' directions, cycled over items; empty = all.")
@@ -45,13 +46,13 @@ class OwmiSpec(BaseModel):
     tracks: tuple[Track, ...] = ("A",)
     scopes: tuple[Scope, ...] = ("active", "lifted")
     conditions: tuple[Condition, ...] = CONDITIONS
-    seeds: tuple[int, ...] = (0,)
-    temperature: float = 0.0
-    top_p: float = 1.0
-    task_max_new_tokens: int = Field(default=24, ge=1)
-    probe_max_new_tokens: int = Field(default=40, ge=1)
-    reflection_max_new_tokens: int = Field(default=48, ge=1)
-    calibration_steps: int = Field(default=10, ge=1)
+    seeds: tuple[Seed, ...] = Field(default=(0,), max_length=10_000)
+    temperature: Temperature = 0.0
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    task_max_new_tokens: NewTokens = 24
+    probe_max_new_tokens: NewTokens = 40
+    reflection_max_new_tokens: NewTokens = 48
+    calibration_steps: int = Field(default=10, ge=1, le=10_000)
     track_c_system: Literal["none", "shared"] = Field(
         default="none", description="Track C's system message: 'none' (no system message; the chat template's "
         "default applies), as Track C carries no intervention cue and no introspective question (Section 3.3); "
@@ -60,7 +61,7 @@ class OwmiSpec(BaseModel):
         default="batched", description="Impact matching's E[D(eta)]: the cell's units as rows of one ragged forward per "
         "eta ('batched'), or one forward per unit ('sequential', the reference); equal to float rounding, and "
         "each calibration row records which ran.")
-    js_chunk: int = Field(default=128, ge=1)
+    js_chunk: int = Field(default=128, ge=1, le=MAX_BATCH)
     device: str = "auto"
     dtype: str | None = None
 

@@ -26,7 +26,7 @@ from tamperbench.quote import sampling as sampling_rule
 from tamperbench.quote.items import DATA_DIR, Item, build_prompt, document_for, load_items
 from tamperbench.quote.scorer import score_response
 from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
-from tamperbench.specs import FrozenSpec
+from tamperbench.specs import BatchSize, FrozenSpec, NewTokens, Repeats, Seed, Temperature
 from tamperbench.store import Record, RunStore, trial_key
 
 TABLE = "quote_trials"
@@ -46,13 +46,13 @@ class QuoteRunSpec(FrozenSpec):
     preset: Literal["standard", "depth", "colon", "code"] = "standard"
     arms: list[Literal["plain", "strict"]] = Field(default=["plain", "strict"], min_length=1)
     sampling: sampling_rule.Sampling = "greedy"  # paper: sample at the temperature/repeats below (quote/sampling.py)
-    repeats: int = Field(default=1, ge=1)
-    temperature: float = Field(default=0.0, ge=0, validate_default=True)
-    seed: int = 0
-    max_new_tokens: int = Field(default=96, ge=1)
+    repeats: Repeats = 1
+    temperature: Temperature = Field(default=0.0, validate_default=True)
+    seed: Seed = 0
+    max_new_tokens: NewTokens = 96
     device: str = "auto"
     dtype: str | None = None
-    batch_size: int | None = Field(default=None, ge=1)
+    batch_size: BatchSize | None = None
     chat_template: str | None = None  # None: the model's own; "none": raw prompt; else a Jinja file
     item_ids: list[str] | None = Field(default=None, min_length=1)  # a subset of the preset's items (None = all)
     data_sha256: str = ""  # hash of the documents + items the run was asked against

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from tamperbench import specs
 from tamperbench.errors import UserError
-from tamperbench.specs import FrozenSpec
+from tamperbench.specs import BatchSize, FrozenSpec, NewTokens, Seed
 
 ENTITY = "Mandela effect"
 WINDOW = 8  # tokens after each swap (protocol, "Internal signals")
@@ -103,15 +103,15 @@ class SleightSpec(FrozenSpec):
     questions: tuple[tuple[str, str], ...] = Field(min_length=1)  # (id, text)
     substitutions: tuple[Annotated[str, Field(min_length=1)], ...] = Field(min_length=1)
     triggers: tuple[Annotated[str, AfterValidator(_one_word)], ...] = Field(min_length=1)
-    max_new_tokens: int = Field(ge=1)
+    max_new_tokens: NewTokens
     decoding: Literal["greedy"] = "greedy"
-    window: int = Field(default=WINDOW, ge=1)
-    topk: int = Field(default=TOPK, ge=1)
+    window: int = Field(default=WINDOW, ge=1, le=10_000)
+    topk: int = Field(default=TOPK, ge=1, le=10_000)
     keep_topk: bool = False
-    seed: int = 0
+    seed: Seed = 0
     device: str = "auto"
     dtype: str | None = None
-    batch_size: int | None = Field(default=None, ge=1)
+    batch_size: BatchSize | None = None
     chat_template: str | None = None  # None: the model's own; "none": raw prompt; else a Jinja file
     # which occurrences count as the trigger (sleight/detector.py): the reference code's rules, which
     # produced the paper's numbers, or tamperbench v1's reading of Appendix C

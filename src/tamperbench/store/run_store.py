@@ -85,8 +85,12 @@ def _columns(model: type[BaseModel]) -> dict[str, str]:
 
 
 def read_spec(spec_path: Path, hint: str = "") -> dict:
-    """The stored spec.json as a dict; a garbage file is one line naming it, never a traceback."""
+    """The stored spec.json as a dict; a garbage (or oversized) file is one line naming it, never a traceback."""
+    from tamperbench.specs import SPEC_FILE_MAX_BYTES
+
     try:
+        if spec_path.stat().st_size > SPEC_FILE_MAX_BYTES:
+            raise UserError(f"{spec_path}: over {SPEC_FILE_MAX_BYTES >> 20} MiB; not a spec.json tamperbench wrote{hint}")
         stored = json.loads(spec_path.read_text(encoding="utf-8"))
     except OSError as err:
         raise UserError(f"{spec_path}: cannot read ({err.strerror or err})") from None

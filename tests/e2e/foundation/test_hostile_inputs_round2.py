@@ -256,3 +256,55 @@ def test_sleight_table_refuses_a_run_twice_or_a_copy(tmp_path, tb_inprocess):
     assert proc.returncode == 2 and "the same run is given twice" in proc.stderr
     proc = tb_inprocess("sleight", "table", run, run_dir(tmp_path, "COPY"), "--out", tmp_path / "o")
     assert proc.returncode == 2 and "is in both" in proc.stderr
+
+
+# 29.8 numbers without bounds: one line naming the field, exit 2, no run directory left behind
+BIG = "1" + "0" * 400  # 10**400 as a JSON integer
+
+
+def _spec(inputs: Path, text: str) -> Path:
+    return _file_text(inputs / "spec.json", text)
+
+
+def _file_text(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+UNBOUNDED = [
+    ("temperature-infinity", '{"suite": "quote", "temperature": Infinity, "repeats": 2}', "temperature"),
+    ("temperature-nan", '{"suite": "quote", "temperature": NaN}', "temperature"),
+    ("seed-2-63", '{"suite": "quote", "seed": 9223372036854775808}', "seed"),
+    ("seed-2-70", '{"suite": "quote", "seed": 1180591620717411303424, "temperature": 0.7, "repeats": 2}', "seed"),
+    ("max-new-tokens-10-400", '{"suite": "quote", "max_new_tokens": ' + BIG + '}', "max_new_tokens"),
+    ("repeats-ten-million", '{"suite": "quote", "repeats": 10000000, "temperature": 1.0}', "repeats"),
+    ("batch-size-huge", '{"suite": "quote", "batch_size": 1099511627776}', "batch_size"),
+]
+CASES_8 = [Case(f"run-spec-{name}", lambda i, t=text: (["run", _spec(i, t), "--out", "RUN"], []), needles=("spec.json", field))
+           for name, text, field in UNBOUNDED]
+CASES_8 += [
+    Case("quote-run-flag-seed-2-70", lambda i: (["quote", "run", "--out", "RUN", "--seed", str(2**70)], []),
+         needles=("--seed",)),
+    Case("quote-run-flag-temperature-inf", lambda i: (["quote", "run", "--out", "RUN", "--temperature", "inf",
+                                                       "--repeats", "2"], []), needles=("--temperature",)),
+    Case("sleight-run-flag-max-new-tokens-10-400", lambda i: (["sleight", "run", "--out", "RUN", "--max-new-tokens", BIG],
+                                                              []), needles=("--max-new-tokens",)),
+    Case("run-spec-file-over-8-mib", lambda i: (["run", _spec(i, '{"suite": "quote", "model": "' + "x" * (9 << 20) + '"}'),
+                                                 "--out", "RUN"], []), needles=("spec.json", "MiB")),
+]
+
+
+@pytest.mark.parametrize("case", CASES_8, ids=[c.id for c in CASES_8])
+def test_unbounded_numbers_refused(case: Case, tmp_path: Path, tb_inprocess):
+    test_hostile_input_round2(case, tmp_path, tb_inprocess)
+    assert not (tmp_path / "cwd" / "RUN").exists()  # nothing created
+
+
+@pytest.mark.parametrize("name, text, field", UNBOUNDED, ids=[u[0] for u in UNBOUNDED])
+def test_spec_models_bound_every_number(tmp_path, name, text, field):
+    """The same spec files at the model level (what made the CLI cases red: these validated before)."""
+    from tamperbench.errors import UserError
+    from tamperbench.specs import load_spec_file
+
+    with pytest.raises(UserError, match=field):
+        load_spec_file(_spec(tmp_path, text), QuoteRunSpec)

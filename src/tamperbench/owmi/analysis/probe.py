@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tamperbench.errors import UserError
+from tamperbench.specs import Seed
 # the statistics live apart (one job each; `make mutate` lists only the number-producing module)
 from tamperbench.owmi.analysis.probe_fit import split_items, describe_layer, fit_layer  # noqa: F401
 
@@ -46,15 +47,15 @@ class ProbeSpec(BaseModel):
     # (direction_seed) or, with ``concepts``, the engine's concept directions cycled over the items (as the
     # engine cycles its concept list over a cell's items); replace writes the engine's reference activation
     operator: str = "add"
-    dose: float = Field(8.0, gt=0)  # add: norm of the added direction (median token norm at L=15 is ~170)
-    direction_seed: int = 7  # add without concepts: the direction's seed; noise: the draw's seed
+    dose: float = Field(8.0, gt=0, allow_inf_nan=False)  # add: norm of the added direction (median token norm at L=15 is ~170)
+    direction_seed: Seed = 7  # add without concepts: the direction's seed; noise: the draw's seed
     concepts: list[str] | None = None
     n_items: int = Field(96, ge=8, le=2000)
-    item_seed: int = 0
+    item_seed: Seed = 0
     test_fraction: float = Field(0.25, gt=0, lt=1)
     n_perm: int = Field(200, ge=0, le=10000)
     quantile: float = Field(0.95, gt=0.5, lt=1)
-    split_seed: int = 0
+    split_seed: Seed = 0
 
     @model_validator(mode="after")
     def _check(self) -> "ProbeSpec":
