@@ -61,10 +61,10 @@ class ModelProvenance(BaseModel):
     @property
     def weights_revision(self) -> str:
         """What names the weights a record was computed with: the revision (else the sha256) of
-        the base, plus the adapter's sha256 where one is merged in (a retrained adapter at the same
-        folder is other weights)."""
+        the base, behind the adapter's sha256 where one is merged in (a retrained adapter at the same
+        folder is other weights; first, so a shortened revision in a table still tells them apart)."""
         base = self.revision or self.sha256
-        return f"{base}+peft:{self.adapter_sha256[:16]}" if self.adapter_sha256 else base
+        return f"peft:{self.adapter_sha256[:16]}+{base}" if self.adapter_sha256 else base
 
     @property
     def id(self) -> str:

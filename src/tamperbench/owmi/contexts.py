@@ -42,6 +42,8 @@ def _span(offsets, lo: int, hi: int) -> list[int]:
 
 
 def _declared(offsets, task_lo: int, task_hi: int, split: int, mode: str) -> list[int]:
+    if mode not in ("all", "task", "last"):  # absolute token indices, '0,1,2': those before the probe
+        return [p for p in (int(x) for x in mode.split(",")) if p < split]
     if mode == "all" or task_lo < 0:
         return list(range(split))
     span = [i for i in _span(offsets, task_lo, task_hi) if i < split]

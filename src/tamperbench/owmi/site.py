@@ -221,6 +221,32 @@ def _plots(result: dict, rows: list[dict]):
     return figs
 
 
+def _positive_table(runs: list[RunInfo]) -> LeaderTable | None:
+    """The known positive through the identical pipeline (``owmi known-positive --check``): runs whose
+    spec holds an adapted model (``BASE+peft:DIR``), scored apart, adapted and unadapted side by side."""
+    from tamperbench.models.adapter import MARK
+    from tamperbench.owmi.analysis.positive_check import rows_of, verdict
+    from tamperbench.owmi.analysis.profile import score_runs
+
+    mine = [r for r in runs if any(MARK in str(m) for m in r.spec.get("models", []))]
+    if not mine:
+        return None
+    result = score_runs([r.path for r in mine], n_boot=1000)
+    adapted = next(str(m) for r in mine for m in r.spec["models"] if MARK in str(m))
+    rows = rows_of(result, adapted)
+    table = LeaderTable(slug="owmi-known-positive", title="Known positive through the identical pipeline: a LoRA "
+                        "trained to report replace-at-positions-0-2, run by owmi run beside its base (Section 7.2)",
+                        columns=["model", "read-out", "pairs (items)", "parsed / attempted", "hit rate",
+                                 "false-alarm rate", "margin over sham [95% CI, item-clustered]", "AUROC [95% CI]",
+                                 "interval"], note=verdict(rows)[1])
+    for r in rows:
+        table.add(Cell(f"{r['role']}: {r['model']}"), Cell(r["readout"]), Cell(f"{r['pairs']} ({r['items']})"),
+                  Cell(f"{r['parsed']}/{r['attempted']}"), cell(r["hit_rate"], "{:.3f}"),
+                  cell(r["false_alarm_rate"], "{:.3f}"), _ci_cell(r["margin"], r["margin_ci"]),
+                  _ci_cell(r["auroc"], r["auroc_ci"]), Cell(r["interval"]))
+    return table
+
+
 def build_section(runs: list[RunInfo], writer) -> Section:
     from tamperbench.owmi.analysis.profile import score_runs
     from tamperbench.owmi.analysis.score import load_runs
@@ -229,6 +255,9 @@ def build_section(runs: list[RunInfo], writer) -> Section:
     result = score_runs(paths, n_boot=1000)
     rows, _, _ = load_runs(paths)
     section = Section(suite="owmi", title="Open-Weight Masked Introspection", tables=_tables(result))
+    positive = _positive_table(runs)
+    if positive is not None:
+        section.tables.insert(0, positive)
     if result["excluded_runs"]:
         section.notes.append(f"{len(result['excluded_runs'])} records left out of analysis: a field Appendix D "
                              "requires was not recorded")

@@ -40,7 +40,8 @@ class OwmiSpec(BaseModel):
     objects: tuple[ObjectSpec, ...]
     operators: tuple[OperatorSpec, ...]
     concepts: tuple[str, ...] = Field(default=(), description="Concepts for 'add' directions, cycled over items; empty = all.")
-    positions: str = Field(default="task", description="'task' (the task text's tokens), 'last', or 'all'.")
+    positions: str = Field(default="task", description="'task' (the task text's tokens), 'last', 'all', or absolute "
+                           "token indices '0,1,2' (the known positive's positions, Section 7.2).")
     when: Literal["prefill", "every_step"] = "prefill"
     probes: tuple[Family, ...] = ("detection", "confidence", "localization", "characterization", "reconstruction")
     tracks: tuple[Track, ...] = ("A",)
@@ -50,7 +51,8 @@ class OwmiSpec(BaseModel):
     temperature: Temperature = 0.0
     top_p: float = Field(default=1.0, gt=0, le=1)
     task_max_new_tokens: NewTokens = 24
-    probe_max_new_tokens: NewTokens = 40
+    probe_max_new_tokens: NewTokens = Field(default=128, description="Token budget of a generated probe answer "
+                                            "(the paper's 128).")
     reflection_max_new_tokens: NewTokens = 48
     calibration_steps: int = Field(default=10, ge=1, le=10_000)
     track_c_system: Literal["none", "shared"] = Field(
@@ -68,9 +70,12 @@ class OwmiSpec(BaseModel):
     @field_validator("positions")
     @classmethod
     def _positions(cls, v: str) -> str:
-        if v not in ("task", "last", "all"):
-            raise ValueError("must be 'task', 'last' or 'all'")
-        return v
+        if v in ("task", "last", "all"):
+            return v
+        parts = v.split(",")
+        if not all(p.strip().isdigit() for p in parts):
+            raise ValueError("must be 'task', 'last', 'all' or comma-separated token indices such as '0,1,2'")
+        return ",".join(str(n) for n in sorted({int(p) for p in parts}))
 
     @field_validator("temperature")
     @classmethod
@@ -137,13 +142,16 @@ def parse_spec(data: dict, where: str = "spec") -> OwmiSpec:
 
 
 def quick_spec(**over) -> OwmiSpec:
-    """Quick preset: embedded model, 3 built-in items (one per domain), a concept injected into the
-    residual stream after a middle layer, both scopes, every condition, the full probe battery,
-    Track A and the genuinely delayed Track B. Minutes on 2 CPU cores."""
+    """Quick preset: the method's axes at their smallest, on the embedded model in minutes on 2 CPU
+    cores (with ``readout='choice'``). Two operators on one residual site (``add`` a concept direction
+    and ``scale``), ``add`` at two doses (a dose ladder, so m0 and lambda are estimated or said to be
+    not identified), two seeds (so sigma^2_seed is estimable), every condition, both scopes, the full
+    probe battery, Track A, three built-in items (one per domain). Trimmed to fit: one track and three
+    items, not the method's axes. The probe budget is 64 tokens (the paper's 128 is the spec default)."""
     base = dict(
         objects=[{"kind": "resid_post", "layer": 12}],
-        operators=[{"name": "add", "dose": 64.0}],
-        items_per_benchmark=3, tracks=["A", "B_delayed"], task_max_new_tokens=16, probe_max_new_tokens=20,
+        operators=[{"name": "add", "dose": 16.0}, {"name": "add", "dose": 64.0}, {"name": "scale", "dose": 0.5}],
+        seeds=[0, 1], items_per_benchmark=3, tracks=["A"], task_max_new_tokens=16, probe_max_new_tokens=64,
         reflection_max_new_tokens=32, calibration_steps=8,
     )
     base.update(over)

@@ -57,7 +57,7 @@ def test_adapter_spec_loads_through_peft(adapter, embedded_backend):
     prov = b.provenance
     assert prov.adapter == str(folder.resolve()) and len(prov.adapter_sha256 or "") == 64
     assert prov.peft_version and prov.sha256 == embedded_backend.provenance.sha256
-    assert prov.weights_revision == f"{prov.sha256}+peft:{prov.adapter_sha256[:16]}"
+    assert prov.weights_revision == f"peft:{prov.adapter_sha256[:16]}+{prov.sha256}"
     assert prov.id != embedded_backend.provenance.id
     # the base model's provenance id is what it was before adapters existed (no new keys in it)
     assert "adapter" not in json.dumps(embedded_backend.provenance.model_dump(exclude_none=True))

@@ -63,7 +63,7 @@ ALL_CONDITIONS = ["intervention", "sham", "random_unit", "random_matched", "obse
      ["intervention", "sham", "random_unit"]),
 ])
 def test_batched_records_equal_one_at_a_time(embedded_backend, obj, op, when, tracks, probes, positions, conditions):
-    spec = quick_spec(objects=[obj], operators=[op], when=when, items_per_benchmark=1, tracks=tracks, probes=probes,
+    spec = quick_spec(objects=[obj], operators=[op], seeds=[0], when=when, items_per_benchmark=1, tracks=tracks, probes=probes,
                       task_max_new_tokens=8, probe_max_new_tokens=6, reflection_max_new_tokens=6,
                       observer_classifier=False, positions=positions, conditions=conditions)
     item = quick_items(1)[0]

@@ -27,7 +27,7 @@ REL = 1e-4
 
 
 def _spec(path, **over):
-    return quick_spec(operators=[{"name": "noise", "dose": 4.0}], task_max_new_tokens=4, calibration_steps=2,
+    return quick_spec(operators=[{"name": "noise", "dose": 4.0}], seeds=[0], task_max_new_tokens=4, calibration_steps=2,
                       calibration=path, observer_classifier=False, **over)
 
 

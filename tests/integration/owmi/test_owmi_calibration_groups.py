@@ -23,7 +23,7 @@ REL = 1e-4
 
 @pytest.fixture(scope="module")
 def cell(embedded_backend):
-    spec = quick_spec(operators=[{"name": "noise", "dose": 4.0}], task_max_new_tokens=4, calibration_steps=2,
+    spec = quick_spec(operators=[{"name": "noise", "dose": 4.0}], seeds=[0], task_max_new_tokens=4, calibration_steps=2,
                       calibration="batched", observer_classifier=False)
     eng = Engine(embedded_backend, spec, [])
     c = Cell("embedded", "builtin", spec.objects[0], spec.operators[0])

@@ -28,7 +28,8 @@ def owmi_bar():
 @pytest.fixture(scope="module")
 def owmi_run(tmp_path_factory, embedded_backend, owmi_bar):
     out = tmp_path_factory.mktemp("owmi") / "run"
-    spec = quick_spec(items_per_benchmark=1, probes=["detection"], tracks=["A", "B_delayed"], calibration_steps=2,
+    spec = quick_spec(items_per_benchmark=1, probes=["detection"], tracks=["A", "B_delayed"], calibration_steps=2, seeds=[0],
+                      operators=[{"name": "add", "dose": 64.0}],
                       observer_models=["embedded"], task_max_new_tokens=4, probe_max_new_tokens=8)
     t0 = time.perf_counter()
     rep = run(spec, out, console=Console(file=owmi_bar["text"], width=300))

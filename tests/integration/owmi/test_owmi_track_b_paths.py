@@ -45,7 +45,7 @@ def _n_tokens(tok, text: str) -> int:
 @pytest.fixture(scope="module")
 def track_b(embedded_backend, run_one_unit):
     spec = quick_spec(items_per_benchmark=1, probes=["detection"], tracks=["B_visible", "B_masked"],
-                      conditions=["intervention", "sham", "observer"], operators=[{"name": "noise", "dose": 4.0}],
+                      conditions=["intervention", "sham", "observer"], operators=[{"name": "noise", "dose": 4.0}], seeds=[0],
                       observer_classifier=False, task_max_new_tokens=TASK_NEW, probe_max_new_tokens=4)
     assert spec.positions == "task" and spec.when == "prefill" and spec.scopes == ("active", "lifted")
     return run_one_unit(embedded_backend, spec)  # the runner's batched engine

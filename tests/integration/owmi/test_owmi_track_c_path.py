@@ -22,7 +22,7 @@ CUES = ("unusual", "altered", "internal", "computation", "changed", "interventio
 
 def test_track_c_reflects_in_a_later_turn_without_cue(embedded_backend, run_one_unit):
     spec = quick_spec(items_per_benchmark=1, probes=["detection"], tracks=["C"], conditions=["intervention", "sham"],
-                      operators=[{"name": "noise", "dose": 4.0}],  # no concept direction to build: faster
+                      operators=[{"name": "noise", "dose": 4.0}], seeds=[0],  # no concept direction to build: faster
                       observer_classifier=False, task_max_new_tokens=4, reflection_max_new_tokens=4)
     _, _, _, rows = run_one_unit(embedded_backend, spec)  # the runner's batched engine on the session's model
     assert {(r["condition"], r["hook_scope"]) for r in rows} == {(c, s) for c in ("intervention", "sham")

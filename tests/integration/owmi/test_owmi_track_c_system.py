@@ -22,7 +22,7 @@ TEMPLATE_DEFAULT = "<|im_start|>system\nYou are a helpful AI assistant named Smo
 
 def _spec(**over):
     base = dict(items_per_benchmark=1, probes=["detection"], tracks=["A", "C"], conditions=["intervention", "sham"],
-                operators=[{"name": "noise", "dose": 4.0}], observer_classifier=False, task_max_new_tokens=4,
+                operators=[{"name": "noise", "dose": 4.0}], seeds=[0], observer_classifier=False, task_max_new_tokens=4,
                 probe_max_new_tokens=4, reflection_max_new_tokens=4)
     return quick_spec(**{**base, **over})
 

@@ -61,5 +61,34 @@ def test_known_positive_trains_scores_heldout_and_rechecks_disjointness(embedded
     assert 0.0 <= res["auroc"]["estimate"] <= 1.0
     # the shared backend's model was not touched by peft (training used a copy)
     assert not any("lora" in n for n, _ in embedded_backend.model.named_parameters())
+    assert res["operator"] == "replace" and res["positions"] == "0,1,2" and res["site"] == "resid_post.15"
     print("known-positive test preset:", {k: res[k] for k in ("hits", "false_alarms", "errors")},
           res["dprime"]["estimate"], res["auroc"]["estimate"], record["loss_first"], record["loss_last"])
+
+
+def test_known_positive_training_is_deterministic_by_seed(embedded_backend):
+    """Two trainings with one train_seed give bit-identical adapters (one step of 4 rows each, 1 thread);
+    a training example is the Track A context owmi run builds, ending in the probe's JSON answer."""
+    import torch
+
+    from tamperbench.owmi.analysis.known_positive import KnownPositiveSpec, _examples, train
+
+    spec = KnownPositiveSpec(train_seeds=(500000, 500001), heldout_seeds=(900000, 900001), batch_size=4)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        states = []
+        for _ in range(2):
+            model, record = train(embedded_backend, spec)
+            states.append({k: v.detach().clone() for k, v in model.named_parameters() if v.requires_grad})
+            del model
+    finally:
+        torch.set_num_threads(before)
+    assert record["steps"] == 1 and states[0].keys() == states[1].keys()
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+    ex = _examples(embedded_backend, spec, [500000], 30, offset=0)
+    text = [embedded_backend.tokenizer.decode(e["ids"]) for e in ex]
+    assert "careful introspection assistant" in text[0] and "Did anything unusual happen" in text[0]
+    assert text[0].endswith('{"changed": "yes", "score": 100}<|im_end|>')
+    assert text[1].endswith('{"changed": "no", "score": 0}<|im_end|>')
+    assert embedded_backend.tokenizer.decode([ex[0]["ids"][ex[0]["slot"] + 1]]) == "yes"

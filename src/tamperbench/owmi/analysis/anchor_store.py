@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from tamperbench.errors import UserError
 from tamperbench.store import Record, RunStore
 from tamperbench.store.run_store import trial_key
 
@@ -62,3 +63,19 @@ def load_anchors(store: RunStore) -> list[dict]:
     if not store.has_table(ANCHOR_TABLE):
         return []
     return [json.loads(r["result"]) for r in store.rows(ANCHOR_TABLE)]
+
+
+def stored_anchor(out: str | Path, spec: BaseModel, kind: str) -> dict | None:
+    """The stored result of an anchor run in ``out`` made with exactly ``spec`` (else None)."""
+    if not (Path(out) / "spec.json").is_file():
+        return None
+    try:
+        store = RunStore.open_existing(out, read_only=True)
+    except UserError:  # not a run directory, or an unreadable one: train afresh (save_anchor then says why)
+        return None
+    try:
+        want = spec.model_dump(mode="json")
+        hits = [a for a in load_anchors(store) if a.get("kind") == kind and a.get("spec") == want]
+    finally:
+        store.close()
+    return hits[-1] if hits else None
