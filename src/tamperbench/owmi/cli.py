@@ -67,3 +67,6 @@ def summary_cmd(run_dir: Path = typer.Argument(..., help="An OWMI run directory.
 from tamperbench.owmi.analysis.cli import register as _register_analysis  # noqa: E402
 
 _register_analysis(app)
+from tamperbench.owmi.sae_cli import register as _register_sae  # noqa: E402
+
+_register_sae(app)

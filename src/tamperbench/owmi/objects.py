@@ -22,6 +22,7 @@ a width that does not match the site.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -66,8 +67,11 @@ class ObjectSpec(BaseModel):
 class SAE:
     """A linear SAE in SAELens's disk format (``cfg.json`` + ``sae_weights.safetensors``).
 
-    Encoder: ``f = act(W_enc^T (x - b_dec) + b_enc)`` with ReLU (``standard``) or JumpReLU
-    (``jumprelu``, uses ``threshold``); decoder row ``W_dec[i]`` is feature i's direction.
+    Loaded through sae-lens (``SAE.load_from_disk``) when it is installed (the ``saelens`` extra), which
+    then also encodes (any architecture it knows); otherwise read with safetensors here, where the
+    encoder is ``f = act(W_enc^T (x - b_dec) + b_enc)`` with ReLU (``standard``) or JumpReLU
+    (``jumprelu``, uses ``threshold``). Either way the decoder row ``W_dec[i]`` is feature i's
+    direction. ``loader`` says which read it.
     """
 
     def __init__(self, folder: str | Path, field: str = "object.sae_path"):
@@ -79,6 +83,39 @@ class SAE:
             self.cfg = json.loads(cfg_path.read_text())
         except ValueError:
             raise UserError(f"{field}: {cfg_path} is not valid JSON") from None
+        if not isinstance(self.cfg, dict):
+            raise UserError(f"{field}: {cfg_path} is not a JSON object")
+        self._lens = None
+        if importlib.util.find_spec("sae_lens") is not None:
+            self._load_lens(folder, field)
+        else:
+            self._load_safetensors(w_path, field)
+        self.d_in, self.d_sae = self.W_enc.shape
+        if self.W_dec.shape != (self.d_sae, self.d_in):
+            raise UserError(f"{field}: W_dec is {tuple(self.W_dec.shape)}, expected ({self.d_sae}, {self.d_in})")
+        for key, want in (("d_in", self.d_in), ("d_sae", self.d_sae)):
+            if key in self.cfg and int(self.cfg[key]) != want:
+                raise UserError(f"{field}: cfg.json {key}={self.cfg[key]} but the weights have {want}")
+
+    def _load_lens(self, folder: Path, field: str) -> None:
+        import sae_lens
+        from sae_lens import SAE as LensSAE
+
+        try:
+            lens = LensSAE.load_from_disk(str(folder), device="cpu")
+        except Exception as err:  # sae-lens raises many kinds for a folder it cannot read
+            msg = str(err).splitlines()[0][:200] if str(err) else ""
+            raise UserError(f"{field}: sae-lens cannot load {folder} ({type(err).__name__}: {msg})") from None
+        lens.eval()
+        self._lens = lens
+        self.W_enc, self.W_dec = lens.W_enc.detach().float(), lens.W_dec.detach().float()
+        self.b_dec = lens.b_dec.detach().float()
+        self.b_enc = getattr(lens, "b_enc", None)
+        self.threshold = getattr(lens, "threshold", None)
+        self.architecture = lens.cfg.architecture()
+        self.loader = f"sae-lens {sae_lens.__version__}"
+
+    def _load_safetensors(self, w_path: Path, field: str) -> None:
         from safetensors.torch import load_file
 
         w = load_file(str(w_path))
@@ -89,23 +126,38 @@ class SAE:
         self.threshold = w.get("threshold")
         self.architecture = self.cfg.get("architecture", "standard")
         if self.architecture not in ("standard", "jumprelu"):
-            raise UserError(f"{field}: SAE architecture {self.architecture!r} unsupported (standard, jumprelu)")
+            raise UserError(f"{field}: SAE architecture {self.architecture!r} unsupported without sae-lens (standard, "
+                            "jumprelu); pip install 'tamperbench[saelens]' for the others")
         if self.architecture == "jumprelu" and self.threshold is None:
             raise UserError(f"{field}: a jumprelu SAE needs a 'threshold' tensor")
-        self.d_in, self.d_sae = self.W_enc.shape
-        if self.W_dec.shape != (self.d_sae, self.d_in):
-            raise UserError(f"{field}: W_dec is {tuple(self.W_dec.shape)}, expected ({self.d_sae}, {self.d_in})")
-        for key, want in (("d_in", self.d_in), ("d_sae", self.d_sae)):
-            if key in self.cfg and int(self.cfg[key]) != want:
-                raise UserError(f"{field}: cfg.json {key}={self.cfg[key]} but the weights have {want}")
+        self.loader = "safetensors (tamperbench's standard/jumprelu encoder)"
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         import torch
 
+        if self._lens is not None:
+            with torch.no_grad():
+                return self._lens.to(x.device).encode(x.float()).float()
         pre = (x.float() - self.b_dec.to(x.device)) @ self.W_enc.to(x.device) + self.b_enc.to(x.device)
         if self.architecture == "jumprelu":
             return pre * (pre > self.threshold.to(x.device).float())
         return torch.relu(pre)
+
+
+_SAES: dict[tuple, SAE] = {}
+
+
+def load_sae(folder: str | Path, field: str) -> SAE:
+    """An SAE folder, loaded once per process while its files are unchanged (sae-lens loads are slow)."""
+    path = Path(folder)
+    try:
+        key = (str(path.resolve()), *((p.stat().st_mtime_ns, p.stat().st_size)
+                                      for p in (path / "cfg.json", path / "sae_weights.safetensors")))
+    except OSError:
+        return SAE(path, field=field)  # missing files: its one-line error
+    if key not in _SAES:
+        _SAES[key] = SAE(path, field=field)
+    return _SAES[key]
 
 
 class Target:
@@ -159,7 +211,7 @@ def resolve(model, spec: ObjectSpec, field: str = "object") -> Target:
     if spec.kind == "sae_feature":
         if not spec.sae_path:
             raise UserError(f"{field}.sae_path: an sae_feature object needs local SAE weights (SAELens folder); none given")
-        sae = SAE(spec.sae_path, field=f"{field}.sae_path")
+        sae = load_sae(spec.sae_path, field=f"{field}.sae_path")
         if sae.d_in != hidden:
             raise UserError(f"{field}.sae_path: SAE width d_in={sae.d_in} does not match the site {spec.site} "
                             f"(hidden size {hidden})")

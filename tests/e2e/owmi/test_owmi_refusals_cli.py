@@ -30,8 +30,10 @@ def _sae(folder: Path, d_in: int, d_sae: int = 4) -> None:
     folder.mkdir(parents=True)
     save_file({"W_enc": torch.zeros(d_in, d_sae), "W_dec": torch.zeros(d_sae, d_in), "b_enc": torch.zeros(d_sae),
                "b_dec": torch.zeros(d_in)}, str(folder / "sae_weights.safetensors"))
-    (folder / "cfg.json").write_text(json.dumps({"d_in": d_in, "d_sae": d_sae, "architecture": "standard",
-                                                 "hook_name": "blocks.3.hook_resid_post", "hook_layer": 3}))
+    (folder / "cfg.json").write_text(json.dumps({
+        "d_in": d_in, "d_sae": d_sae, "dtype": "float32", "device": "cpu", "apply_b_dec_to_input": True,
+        "normalize_activations": "none", "reshape_activations": "none", "architecture": "standard",
+        "metadata": {"hook_name": "blocks.3.hook_resid_post", "hook_layer": 3, "sae_lens_version": "6.54.12"}}))
 
 
 @pytest.mark.parametrize("objects, needle", [

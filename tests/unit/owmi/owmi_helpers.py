@@ -29,6 +29,14 @@ def write_sae(folder, d_in: int, d_sae: int, seed: int = 0, architecture: str = 
     if architecture == "jumprelu":
         w["threshold"] = torch.full((d_sae,), 0.01)
     save_file(w, str(folder / "sae_weights.safetensors"))
-    (folder / "cfg.json").write_text(json.dumps({"d_in": d_in, "d_sae": d_sae, "architecture": architecture,
-                                                 "hook_name": "blocks.1.hook_resid_post", "hook_layer": 1}))
+    (folder / "cfg.json").write_text(json.dumps(sae_cfg(d_in, d_sae, architecture)))
     return w
+
+
+def sae_cfg(d_in: int, d_sae: int, architecture: str = "standard", layer: int = 1) -> dict:
+    """``cfg.json`` as sae-lens 6's ``save_model`` writes it (the loader reads it through sae-lens when installed)."""
+    return {"d_in": d_in, "d_sae": d_sae, "dtype": "float32", "device": "cpu", "apply_b_dec_to_input": True,
+            "normalize_activations": "none", "reshape_activations": "none",
+            "metadata": {"hook_name": f"blocks.{layer}.hook_resid_post", "hook_layer": layer,
+                         "sae_lens_version": "6.54.12", "sae_lens_training_version": "6.54.12"},
+            "architecture": architecture}
