@@ -56,3 +56,37 @@ def preflight(spec) -> None:
         shim = SimpleNamespace(config=model_config(name, f"models[{i}]"))
         for j, obj in enumerate(spec.objects):
             resolve(shim, obj, field=f"models[{i}] ({name}): objects[{j}]")
+    for i, name in enumerate(spec.observer_models):
+        observer_available(name, f"observer_models[{i}]")
+
+
+def observer_available(name: str, field: str) -> None:
+    """A tier-2 observer whose weights are not here is refused before any model runs, without
+    loading it: a packaged alias needs its package, a hub id its local cache, a path must exist
+    (remote schemes are checked when they connect)."""
+    from pathlib import Path
+
+    from tamperbench.models.adapter import MARK
+    from tamperbench.models.installable import installed, lookup, missing_line
+    from tamperbench.models.registry import scheme_of
+    from tamperbench.models.sources import HUB_ID
+
+    scheme, base = scheme_of(name), name.partition(MARK)[0].strip()
+    if scheme not in LOCAL_SCHEMES or scheme == "embedded":
+        return
+    model = lookup(base)
+    if model is not None:  # an installable model package (models/installable.py)
+        if not installed(model):
+            raise UserError(f"{field}: {missing_line(model)}")
+        return
+    if scheme == "hub" and HUB_ID.match(base) and not Path(base).expanduser().exists():
+        from huggingface_hub import snapshot_download
+
+        try:
+            snapshot_download(base, local_files_only=True, allow_patterns=["*.json"])
+        except Exception:  # not in the local cache (the hub is not asked here)
+            raise UserError(f"{field} ({name}): not in the local hub cache, so the run would need a download; "
+                            "use an installable observer such as 'gemma3-270m' (tamperbench models install "
+                            "gemma3-270m) or a local directory") from None
+    elif not Path(base).expanduser().exists():
+        raise UserError(f"{field} ({name}): path does not exist")
