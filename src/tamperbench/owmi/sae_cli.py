@@ -33,7 +33,7 @@ def train_sae_cmd(
         raise UserError(f"--preset: must be one of {', '.join(PRESETS)}; got {preset!r}")
     kw = {**PRESETS[preset], **{k: v for k, v in dict(features=features, steps=steps, l1=l1).items() if v is not None}}
     try:
-        spec = SaeTrainSpec(model=model, layer=layer, site=site, seed=seed, **kw)
+        spec = SaeTrainSpec.model_validate(dict(model=model, layer=layer, site=site, seed=seed, **kw))
     except ValidationError as err:
         e = err.errors()[0]
         raise UserError(f"--{e['loc'][0]}: {e['msg']}") from None

@@ -51,7 +51,7 @@ class SaeTrainSpec(BaseModel):
     seed: int = 0
 
 
-PRESETS = {"full": {}, "demo": {"features": 256, "texts": 200, "steps": 300, "batch_size": 256}}
+PRESETS: dict[str, dict[str, object]] = {"full": {}, "demo": {"features": 256, "texts": 200, "steps": 300, "batch_size": 256}}
 
 
 def corpus(n: int) -> list[str]:

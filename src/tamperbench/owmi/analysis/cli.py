@@ -117,7 +117,7 @@ def probe_cmd(
               f"{result['seconds']} s; saved -> {out}")
 
 
-PRESETS = {
+PRESETS: dict[str, dict[str, object]] = {
     "full": {},  # the source's counts: 400 training, 100 held-out directions
     "demo": {"train_seeds": (500000, 500023), "heldout_seeds": (900000, 900007)},  # make demo: 48 examples, 6 steps
     "test": {"train_seeds": (500000, 500011), "heldout_seeds": (900000, 900007), "epochs": 2},
@@ -154,7 +154,7 @@ def known_positive_cmd(
 
     if preset not in PRESETS:
         raise UserError(f"--preset: must be one of {', '.join(PRESETS)}; got {preset!r}")
-    kw = dict(PRESETS[preset])
+    kw: dict[str, object] = dict(PRESETS[preset])
     if train_seeds:
         kw["train_seeds"] = _range(train_seeds, "--train-seeds")
     if heldout_seeds:
