@@ -169,5 +169,7 @@ def apply(model, info: AdapterInfo, spec: str):
 
 def write_sidecar(folder: Path, base_spec: str, base_sha256: str, **extra) -> None:
     """Name the base weights an adapter was trained on, so :func:`check` can refuse other weights."""
-    (Path(folder) / SIDECAR).write_text(json.dumps({"base_model": base_spec, "base_sha256": base_sha256, **extra},
-                                                   indent=1, sort_keys=True))
+    from tamperbench.fsio import atomic_write
+
+    atomic_write(Path(folder) / SIDECAR, json.dumps({"base_model": base_spec, "base_sha256": base_sha256, **extra},
+                                                    indent=1, sort_keys=True))

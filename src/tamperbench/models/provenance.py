@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 from pathlib import Path
 
@@ -108,9 +107,9 @@ class HashMemo:
         if memo_key not in self._memo:
             self._memo[memo_key] = sha256_file(path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(self._memo, indent=0))
-            os.replace(tmp, self.path)
+            from tamperbench.fsio import atomic_write
+
+            atomic_write(self.path, json.dumps(self._memo, indent=0))
         return self._memo[memo_key]
 
     def combined(self, files: list[Path]) -> str:

@@ -116,3 +116,25 @@ def test_request_numbers_out_of_range_and_long_text(embedded_backend):
         status, _, out = post(port, "/v1/chat/completions", long)
         assert status == 400 and "'messages'" in out["error"]["message"] and "characters" in out["error"]["message"]
         assert time.perf_counter() - t < 5  # refused before tokenising
+
+
+def test_long_bodies_are_tokenised_off_the_event_loop(embedded_backend):
+    """Three chat bodies under the character cap, sent together: while they are tokenised (each then
+    refused as too long for the context), /v1/models still answers at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with live_server(embedded_backend, max_batch=2) as (port, _batcher):
+        body = {"model": "embedded", "max_tokens": 2,
+                "messages": [{"role": "user", "content": "word " * 80_000}]}  # 400k characters
+        with ThreadPoolExecutor(3) as pool:
+            futs = [pool.submit(post, port, "/v1/chat/completions", body) for _ in range(3)]
+            time.sleep(0.3)
+            slowest = 0.0
+            while not all(f.done() for f in futs):
+                t = time.perf_counter()
+                con = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                con.request("GET", "/v1/models")
+                assert con.getresponse().status == 200
+                slowest = max(slowest, time.perf_counter() - t)
+            assert all(f.result()[0] == 400 for f in futs)  # over the context, refused after tokenising
+        assert slowest < 1.0, slowest
