@@ -113,9 +113,13 @@ class Result:
         return self.arms[0]
 
     def ratio(self, name: str) -> float:
-        """Per-round ``baseline seconds / arm seconds`` (above 1: the arm is faster), median over rounds."""
-        arm = next(a for a in self.arms if a.name == name)
-        return statistics.median(b / max(s, 1e-12) for b, s in zip(self.baseline.seconds, arm.seconds))
+        """The arm against the baseline, per round, median over rounds (above 1: the arm is faster): the
+        ratio of work rates when both report work (arms may do different amounts), else of seconds."""
+        arm, base = next(a for a in self.arms if a.name == name), self.baseline
+        if arm.work and base.work:
+            return statistics.median((w / max(s, 1e-12)) / (bw / max(bs, 1e-12))
+                                     for w, s, bw, bs in zip(arm.work, arm.seconds, base.work, base.seconds))
+        return statistics.median(b / max(s, 1e-12) for b, s in zip(base.seconds, arm.seconds))
 
 
 def compare(arms: list[Arm], *, rounds: int = 3, warmup: bool = True,
@@ -155,7 +159,7 @@ def report(result: Result, *, unit: str | None = None, echo: Callable[[str], Non
         rate = a.rate
         line = f"{a.name:<{width}}  {a.median:9.3f} s"
         if rate is not None:
-            line += f"  {rate:12.1f} {unit or 'units'}/s"
+            line += f"  {rate:10.4g} {unit or 'units'}/s"
         if a is not result.baseline:
             line += f"  x{result.ratio(a.name):.2f} vs {result.baseline.name}"
         echo(line)

@@ -1,26 +1,30 @@
 """Our step decoder vs transformers' own ``generate`` on the same prompts, in one process.
 
 Checks that both emit identical greedy tokens, then prints tokens/s for each, their ratio, and
-the step decoder at batch 64 vs batch 1. Targets (issue 2): ours >= generate at batch 64;
+the step decoder at batch 64 vs batch 1 (timed by benchmarks/_harness.py: one thread unless
+``--threads``, rotated rounds, medians, load average and machine). Targets (issue 2): ours >= generate at batch 64;
 batch 64 >= 6x the tokens/s of batch 1.
 
     .venv/bin/python benchmarks/decode_throughput.py            # 64 prompts x 64 new tokens
     .venv/bin/python benchmarks/decode_throughput.py --quick    # 64 prompts x 16 new tokens
+    .venv/bin/python benchmarks/decode_throughput.py --quick --prompts 8 --rounds 1   # a smoke run
 
 Tokens are counted per row up to and including EOS (both loops stop a row there).
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 
-import torch
+from _harness import Arm, compare, parser, report, single_thread
 
-from tamperbench.models import load_backend
-from tamperbench.sleight.presets import protocol_questions
+single_thread()  # before torch starts its pools (--threads changes it after parsing)
+
+import torch  # noqa: E402
+
+from tamperbench.models import load_backend  # noqa: E402
+from tamperbench.sleight.presets import protocol_questions  # noqa: E402
 
 
 def prompts(backend, n: int) -> list[list[int]]:
@@ -70,40 +74,40 @@ def hf_generate(backend, ps: list[list[int]], new: int, batch: int) -> tuple[lis
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="16 new tokens instead of 64")
+    ap = parser(__doc__, rounds=2)
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=None)
     ap.add_argument("--batch1-prompts", type=int, default=None, help="prompts decoded one at a time (default 4)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    single_thread(args.threads)
     new = args.new_tokens or (16 if args.quick else 64)
     n1 = args.batch1_prompts or (2 if args.quick else 4)
     be = load_backend("embedded", device="cpu")
     ps = prompts(be, args.prompts)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}; "
-          f"{len(ps)} prompts, {new} new tokens, greedy")
-    ours(be, ps[:2], 2, 2)  # warm-up (allocator, kernels)
-    tok_g, t_g = hf_generate(be, ps, new, len(ps))
-    tok_o, t_o = ours(be, ps, new, len(ps))
-    same = sum(a == b for a, b in zip(tok_o, tok_g))
-    n_o, n_g = sum(map(len, tok_o)), sum(map(len, tok_g))
-    tok_1, t_1 = ours(be, ps[:n1], new, 1)
-    n_1 = sum(map(len, tok_1))
-    same1 = sum(a == b for a, b in zip(tok_1, tok_o[:n1]))
-    r_o, r_g, r_1 = n_o / t_o, n_g / t_g, n_1 / t_1
-    print(f"identical tokens, step decoder vs generate (batch {len(ps)}): {same}/{len(ps)} prompts")
-    print(f"identical tokens, step decoder batch 1 vs batch {len(ps)}: {same1}/{n1} prompts")
-    print(f"generate      batch {len(ps):3d}: {n_g:6d} tokens in {t_g:7.1f} s = {r_g:7.1f} tok/s")
-    print(f"step decoder  batch {len(ps):3d}: {n_o:6d} tokens in {t_o:7.1f} s = {r_o:7.1f} tok/s")
-    print(f"step decoder  batch   1: {n_1:6d} tokens in {t_1:7.1f} s = {r_1:7.1f} tok/s")
-    print(f"ratio ours/generate at batch {len(ps)}: {r_o / r_g:.2f}  (target >= 1.0)")
-    print(f"ratio batch {len(ps)}/batch 1 (ours): {r_o / r_1:.2f}  (target >= 6)")
-    ok = same == len(ps) and r_o >= r_g and r_o >= 6 * r_1
+    print(f"{len(ps)} prompts, {new} new tokens, greedy; batch 1 on the first {n1}")
+    tokens: dict[str, list[list[int]]] = {}
+
+    def arm(name: str, fn, ps_: list[list[int]], batch: int):
+        def run() -> int:
+            tokens[name], _ = fn(be, ps_, new, batch)
+            return sum(map(len, tokens[name]))
+        return Arm(name, run)
+
+    b = len(ps)
+    result = compare([arm(f"generate batch {b}", hf_generate, ps, b), arm(f"step decoder batch {b}", ours, ps, b),
+                      arm("step decoder batch 1", ours, ps[:n1], 1)], rounds=args.rounds)
+    report(result, unit="tok")
+    tok_g, tok_o, tok_1 = (tokens[a.name] for a in result.arms)
+    same = sum(x == y for x, y in zip(tok_o, tok_g))
+    same1 = sum(x == y for x, y in zip(tok_1, tok_o[:n1]))
+    print(f"identical tokens, step decoder vs generate (batch {b}): {same}/{b} prompts")
+    print(f"identical tokens, step decoder batch 1 vs batch {b}: {same1}/{n1} prompts")
+    r_g, r_o, r_1 = (a.rate or 0.0 for a in result.arms)
+    print(f"ratio ours/generate at batch {b} (tok/s): {r_o / r_g:.2f}  (target >= 1.0)")
+    print(f"ratio batch {b}/batch 1 (ours, tok/s): {r_o / r_1:.2f}  (target >= 6)")
+    ok = same == b and r_o >= r_g and r_o >= 6 * r_1
     print("PASS" if ok else "FAIL (see lines above)")
-    return 0 if same == len(ps) else 1
+    return 0 if same == b else 1
 
 
 if __name__ == "__main__":

@@ -32,13 +32,27 @@ def test_rounds_rotate_and_ratios_are_per_round_medians():
     assert res.orders == [["base", "fast", "mid"], ["fast", "mid", "base"], ["mid", "base", "fast"]]
     base, fast, mid = res.arms
     assert base.seconds == [2.0] * 3 and fast.seconds == [0.5] * 3
-    assert res.ratio("fast") == 4.0 and res.ratio("mid") == 2.0
+    assert res.ratio("fast") == 4.0 and res.ratio("mid") == 2.0  # rates when both report work, else seconds
     assert fast.rate == 200.0 and mid.rate is None  # no work reported: time is the figure
     lines: list[str] = []
     report(res, unit="tok", echo=lines.append)
     assert lines[0].startswith("machine: ") and "cores" in lines[0]
     assert lines[1].startswith("load average: ") and "3 rotated round(s)" in lines[1]
-    assert lines[3].split() == ["fast", "0.500", "s", "200.0", "tok/s", "x4.00", "vs", "base"]
+    assert lines[3].split() == ["fast", "0.500", "s", "200", "tok/s", "x4.00", "vs", "base"]
+
+
+def test_arms_doing_different_work_compare_by_rate():
+    now = [0.0]
+
+    def arm(name, cost, work):
+        def fn():
+            now[0] += cost
+            return work
+        return Arm(name, fn)
+
+    # the candidate takes twice as long for four times the work: twice the rate, not half the speed
+    res = compare([arm("base", 1.0, 10), arm("big", 2.0, 40)], rounds=2, warmup=False, clock=lambda: now[0])
+    assert res.ratio("big") == 2.0
 
 
 def test_bad_arguments_are_refused():
