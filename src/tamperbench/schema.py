@@ -36,8 +36,8 @@ PARSE_RULE_TEXT = {
 JudgedText = Literal["safe", "reference"]
 JUDGED_TEXTS: tuple[JudgedText, ...] = ("safe", "reference")
 JUDGED_TEXT_RULE_TEXT = {
-    "safe": "judged text: the reply decoded without special tokens, special-token strings defused",
-    "reference": "judged text: the reply decoded with its special tokens (EOS, channel markers), not defused "
+    "safe": "safe: the reply decoded without special tokens, special-token strings defused",
+    "reference": "reference: the reply decoded with its special tokens (EOS, channel markers), not defused "
                  "(the reference's text)",
 }
 ThinkingMode = Literal["default", "on", "off"]

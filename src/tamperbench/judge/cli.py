@@ -94,7 +94,7 @@ def run_cmd(
             "false": "paper rule: unparsed votes count as False"}[unparsed]
     from tamperbench.judge.constrained import describe
 
-    console.print(f"fence: {fence}; {rule}; {PARSE_RULE_TEXT[cfg.parse]}; {JUDGED_TEXT_RULE_TEXT[cfg.judged_text]}; "
+    console.print(f"fence: {fence}; {rule}; {PARSE_RULE_TEXT[cfg.parse]}; judged text {JUDGED_TEXT_RULE_TEXT[cfg.judged_text]}; "
                   f"thinking: {', '.join(f'{j}={cfg.thinking_of(j)}' for j in judge)}; "
                   f"decoding: {describe(grammar.provenance() if grammar else None)}")
     rates = Table(title=f"judge votes ({rule})")

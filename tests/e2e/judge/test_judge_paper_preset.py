@@ -37,7 +37,7 @@ def test_paper_preset_names_parse_text_and_thinking_per_judge(tmp_path, tb_inpro
 
     proc = tb_inprocess("sleight", "table", str(run), "--layout", "paper", env=env)
     assert proc.returncode == 0, proc.stderr
-    assert "Verdict parse: reference parse" in proc.stdout and "Judged text: judged text: the reply decoded with" \
+    assert "Verdict parse: reference parse" in proc.stdout and "Judged text: reference: the reply decoded with" \
         in proc.stdout
     saved = json.loads((run / "tables.json").read_text())
     judge = saved["judge"]
