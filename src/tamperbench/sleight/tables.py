@@ -146,6 +146,11 @@ def notes(judge: dict | None) -> list[str]:
              for j, r in judge["parse_rates"].items() if r["parse_rate"] is not None]
     if rates:
         out.append("Parse rates: " + "; ".join(rates) + ".")
+    counted = [r for r in judge["parse_rates"].values() if r["n_votes"]]
+    if counted and not any(r["parsed"] for r in counted):
+        what = ("counted as false by the paper rule" if "false" in judge["unparsed_rule"]
+                else "abstentions: every label is without a majority")
+        out.append(f"WARNING: not one vote parsed; every judge label above comes from unparsed votes ({what}).")
     return out
 
 

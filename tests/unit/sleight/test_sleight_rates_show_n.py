@@ -69,3 +69,18 @@ def test_corr_100_shows_5_of_12(tmp_path):
     assert counts["corr"] == [5, 5] and counts["flag_me"] == [0, 2] and counts["model"] == "m"
     assert saved["paper_tables"]["table2"]["counts"][-1]["flagged_words"] == [0, 3]
     assert saved["paper_tables"]["table3"]["counts"][0]["untouched"] == [0, 12]
+
+
+def test_a_table_made_only_of_unparsed_votes_says_so():
+    """The embedded judge under --preset paper parsed 0 of 12 votes (every label imputed false by the
+    reference rule): the paper layout then prints Ign. 100, so the notes must say where it came from."""
+    from tamperbench.sleight.tables import notes
+
+    judge = {"fence": ["paper"], "unparsed_rule": ["false"], "unparsed_rule_text": ["paper rule"],
+             "parse_rates": {"embedded": {"n_votes": 12, "parsed": 0, "partial": 0, "unparsed": 12,
+                                          "parse_rate": 0.0}}}
+    lines = notes(judge)
+    assert lines[-1] == ("WARNING: not one vote parsed; every judge label above comes from unparsed votes "
+                         "(counted as false by the paper rule).")
+    judge["parse_rates"]["embedded"].update(parsed=1, unparsed=11)
+    assert not any(line.startswith("WARNING") for line in notes(judge))
