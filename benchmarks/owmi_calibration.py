@@ -4,40 +4,39 @@ What it measures: the bisection over the random direction's norm eta for every c
 quick preset (``owmi.spec.quick_spec``: 3 built-in items x 1 seed per cell), run twice on the same
 prepared units -- ``calibration="sequential"`` (one teacher-forced forward per unit per eta, the
 reference) and ``calibration="batched"`` (the cell's units as rows of one ragged forward per eta)
--- in an order alternated from repeat to repeat. It prints each path's median time, their ratio
-(sequential / batched, median of the per-repeat ratios so load drifting over seconds hits both
-alike), the largest differences between the two results (eta, achieved JS, every trace entry)
-and the load average before and after. Unit preparation (baseline answer, treatment effect) is
+-- timed by benchmarks/_harness.py (one thread, rounds in rotated order, medians, the ratio as the
+median of per-round ratios so load drifting over seconds hits both alike, load average and machine).
+It prints per cell the harness lines and, as JSON, the largest differences between the two results
+(eta, achieved JS, every trace entry). Unit preparation (baseline answer, treatment effect) is
 outside the timing: it is the same for both paths.
 
 Usage:
-  .venv/bin/python benchmarks/owmi_calibration.py --threads 1            # 3 repeats
-  options: --repeats N, --items N (units per cell), --device cpu|cuda
+  .venv/bin/python benchmarks/owmi_calibration.py                 # 3 rounds, one thread
+  options: --rounds N, --items N (units per cell), --device cpu|cuda, --threads N
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import statistics
-import time
+
+from _harness import Arm, compare, parser, report, single_thread
+
+single_thread()  # before torch starts its pools
 
 
-def _load() -> str:
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
+def _arm(engines: dict, path: str, units: list, got: dict) -> Arm:
+    """One calibration path over the cell's prepared units; its result kept in ``got[path]``."""
+    def run() -> None:
+        got[path] = engines[path].calibrate(units)
+    return Arm(path, run)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=3)
+    ap = parser(__doc__)
     ap.add_argument("--items", type=int, default=None, help="units per cell (default: the preset's)")
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(args.threads)
+    single_thread(args.threads)
     from tamperbench.models import load_backend
     from tamperbench.owmi.engine import Cell, Engine
     from tamperbench.owmi.keys import load_items
@@ -46,7 +45,6 @@ def main() -> None:
     over = {"items_per_benchmark": args.items} if args.items else {}
     specs = {p: quick_spec(calibration=p, device=args.device, **over) for p in ("sequential", "batched")}
     spec = specs["batched"]
-    load_before = _load()
     backend = load_backend("embedded", device=args.device)
     engines = {p: Engine(backend, s, []) for p, s in specs.items()}
     assert engines["batched"].calibration_path() == "batched", "this model cannot run the batched path"
@@ -57,25 +55,21 @@ def main() -> None:
             for op in spec.operators:
                 cell = Cell("embedded", b, obj, op)
                 units = [engines["batched"].prepare(cell, it, i, s) for i, it in enumerate(items) for s in spec.seeds]
-                times = {p: [] for p in engines}
-                got = {}
-                for r in range(args.repeats):
-                    for p in (("sequential", "batched") if r % 2 == 0 else ("batched", "sequential")):
-                        t = time.perf_counter()
-                        got[p] = engines[p].calibrate(units)
-                        times[p].append(time.perf_counter() - t)
+                got: dict = {}
+
+                name = f"{b} {obj.label} {op.name}={op.dose}"
+                print(f"cell {name}: {len(units)} units")
+                result = compare([_arm(engines, p, units, got) for p in ("sequential", "batched")], rounds=args.rounds,
+                                 warmup=False)
+                report(result)
                 (es, ts, as_, trs), (eb, tb, ab, trb) = got["sequential"], got["batched"]
-                ratios = [s / b for s, b in zip(times["sequential"], times["batched"])]
                 out.append(dict(
-                    cell=f"{b} {obj.label} {op.name}={op.dose}", units=len(units), evaluations=len(trs),
-                    sequential_s=statistics.median(times["sequential"]), batched_s=statistics.median(times["batched"]),
-                    ratio_median=statistics.median(ratios), ratios=[round(x, 3) for x in ratios],
+                    cell=name, units=len(units), evaluations=len(trs), ratio_median=result.ratio("batched"),
                     eta_equal=es == eb, eta=[es, eb], achieved=[as_, ab], target_equal=ts == tb,
                     trace_etas_equal=[e for e, _ in trs] == [e for e, _ in trb],
                     max_abs_trace_js_diff=max(abs(x[1] - y[1]) for x, y in zip(trs, trb)),
                     max_rel_trace_js_diff=max(abs(x[1] - y[1]) / max(abs(x[1]), 1e-30) for x, y in zip(trs, trb))))
-    print(json.dumps(dict(threads=args.threads, repeats=args.repeats, load_before=load_before, load_after=_load(),
-                          cells=out), indent=2))
+    print(json.dumps(dict(threads=args.threads, rounds=args.rounds, cells=out), indent=2))
 
 
 if __name__ == "__main__":
