@@ -118,3 +118,14 @@ def open_lock(path: Path) -> int:
         if err.errno == errno.ELOOP or path.is_symlink():
             raise link_refusal(path) from None
         raise
+
+
+def check_size(path: Path, limit: int, what: str = "file") -> None:
+    """Refuse, before reading it, a file over ``limit`` bytes (an input that cannot be what it claims)."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return  # the reader reports a missing or unreadable file in its own words
+    if size > limit:
+        unit, div = ("MiB", 1 << 20) if limit >= 1 << 20 else ("KiB", 1 << 10)
+        raise UserError(f"{path}: {what} over {limit // div} {unit} ({size} bytes); refusing to read it")

@@ -18,7 +18,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tamperbench.errors import UserError
-from tamperbench.specs import MAX_BATCH, NewTokens, Seed, Temperature
+from tamperbench.fsio import check_size
+from tamperbench.specs import MAX_BATCH, SPEC_FILE_MAX_BYTES, NewTokens, Seed, Temperature
 from tamperbench.owmi.objects import ObjectSpec
 from tamperbench.owmi.operators import OperatorSpec, check_dose
 from tamperbench.owmi.records import CONDITIONS, TRACKS, Condition, Scope, Track
@@ -123,6 +124,7 @@ class OwmiSpec(BaseModel):
 def load_spec(path: str | Path) -> OwmiSpec:
     """Read a spec file; every problem is one line naming the file and field."""
     path = Path(path)
+    check_size(path, SPEC_FILE_MAX_BYTES, "spec file")
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:

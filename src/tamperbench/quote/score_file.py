@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tamperbench.errors import UserError
+from tamperbench.fsio import check_size
 from tamperbench.quote.items import items_by_id
 from tamperbench.quote.scorer import score_response
 
@@ -27,11 +28,15 @@ MAX_RESPONSE_CHARS = 4_000_000
 MAX_LINE_CHARS = 6 * MAX_RESPONSE_CHARS  # JSON may spell one character as a 6-character \uXXXX escape
 
 
+MAX_RESPONSES_BYTES = 256 << 20  # ~ a million answers of a few hundred characters; more is not a responses file
+
+
 def read_lines(path: Path) -> list[str]:
     """The file's lines as text; raises a one-line :class:`UserError` when it is not UTF-8 text.
 
     Splits bytes on ``\\n`` only, so U+2028 inside a JSON string (legal, unescaped) stays one line.
     """
+    check_size(path, MAX_RESPONSES_BYTES, "responses file")
     try:
         data = path.read_bytes()
     except IsADirectoryError:

@@ -40,6 +40,10 @@ def run_dir_name(model: str) -> str:
 
 
 def load_sweep(path: Path) -> SweepSpec:
+    from tamperbench.fsio import check_size
+    from tamperbench.specs import SPEC_FILE_MAX_BYTES
+
+    check_size(Path(path), SPEC_FILE_MAX_BYTES, "sweep file")
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:

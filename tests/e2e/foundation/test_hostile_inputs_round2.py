@@ -308,3 +308,31 @@ def test_spec_models_bound_every_number(tmp_path, name, text, field):
 
     with pytest.raises(UserError, match=field):
         load_spec_file(_spec(tmp_path, text), QuoteRunSpec)
+
+
+def _sparse(path: Path, size: int) -> Path:
+    """A file of ``size`` bytes that takes no disk (a sparse file): the cap must refuse it unread."""
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+    return path
+
+
+CASES_CAPS = [
+    Case("quote-score-responses-over-cap", lambda i: (["quote", "score", _sparse(i / "r.jsonl", (256 << 20) + 1)], []),
+         needles=("r.jsonl", "over 256 MiB")),
+    Case("sweep-file-over-cap", lambda i: (["sweep", _sparse(i / "s.json", (8 << 20) + 1), "--out", "SW"], []),
+         needles=("s.json", "over 8 MiB")),
+    Case("report-run-spec-over-cap", lambda i: (["report", _oversized_spec(i), "--out", "rep"], []),
+         needles=("spec.json", "8 MiB")),
+]
+
+
+def _oversized_spec(inputs: Path) -> Path:
+    run = run_dir(inputs)
+    _sparse(run / "spec.json", (8 << 20) + 1)
+    return run
+
+
+@pytest.mark.parametrize("case", CASES_CAPS, ids=[c.id for c in CASES_CAPS])
+def test_read_files_have_a_size_cap(case: Case, tmp_path: Path, tb_inprocess):
+    test_hostile_input_round2(case, tmp_path, tb_inprocess)

@@ -29,16 +29,13 @@ def read_run(path: Path, index: int) -> RunInfo:
     """Open a run read-only and describe it; any problem is a UserError naming the folder."""
     from tamperbench.export import INTERNAL
     from tamperbench.store import RunStore
-    from tamperbench.store.run_store import DB_FILE, SCHEMA_VERSION, SPEC_FILE
+    from tamperbench.store.run_store import DB_FILE, SCHEMA_VERSION, SPEC_FILE, read_spec
 
     if not path.is_dir():
         raise UserError(f"{path}: not a directory")
     if not (path / SPEC_FILE).is_file() or not (path / DB_FILE).is_file():
         raise UserError(f"{path}: not a tamperbench run (no {SPEC_FILE} and {DB_FILE})")
-    try:
-        spec = json.loads((path / SPEC_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path / SPEC_FILE}: not valid JSON ({err})") from None
+    spec = read_spec(path / SPEC_FILE)  # capped in size; garbage is one line naming the file
     if not isinstance(spec, dict) or not isinstance(spec.get("suite"), str):
         raise UserError(f"{path / SPEC_FILE}: field 'suite' is missing")
     store = RunStore.open_existing(path, read_only=True)
