@@ -336,3 +336,12 @@ def _oversized_spec(inputs: Path) -> Path:
 @pytest.mark.parametrize("case", CASES_CAPS, ids=[c.id for c in CASES_CAPS])
 def test_read_files_have_a_size_cap(case: Case, tmp_path: Path, tb_inprocess):
     test_hostile_input_round2(case, tmp_path, tb_inprocess)
+
+
+def test_owmi_score_never_follows_a_score_link_out_of_the_run(tmp_path, tb_inprocess):
+    run = _owmi_run(tmp_path / "R")
+    (tmp_path / "elsewhere").mkdir()
+    (run / "score").symlink_to(tmp_path / "elsewhere")
+    proc = tb_inprocess("owmi", "score", run, "--boot", "20", "--dose-boot", "0")
+    assert proc.returncode == 2 and "score" in proc.stderr and "symbolic link" in proc.stderr, proc.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == []

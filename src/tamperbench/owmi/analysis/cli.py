@@ -64,6 +64,10 @@ def score_cmd(
         print(f"note: {note}", file=sys.stderr)
     result = score_runs(runs, n_boot=boot, seed=seed, dose_boot=dose_boot, decay_level=decay_level,
                         recon_validation=validation)
+    if out is None:  # the default folder lies inside a run directory: never follow a link there
+        from tamperbench.fsio import refuse_links
+
+        refuse_links(Path(runs[0]), ("score",))
     paths = save(result, out or Path(runs[0]) / "score")
     text = to_markdown(result)
     con = Console()
