@@ -4,8 +4,9 @@ Prints two figures:
 
 1. hooked vs unhooked forward pass over a 256-token prompt: the OWMI intervention hook (add a
    direction at the task positions of resid_post.12) and the sham hook (identity) against no
-   hook. Each repeat times the three passes back to back, in an order rotated from repeat to
-   repeat, and forms the ratios hooked/unhooked *within* the repeat; the figure is the median of
+   hook, timed by benchmarks/_harness.py (one thread unless --threads; each round runs the three
+   passes back to back, in an order rotated from round to round; load average and machine printed),
+   and forms the ratios hooked/unhooked *within* the round; the figure is the median of
    those per-repeat ratios (with their interquartile range), so load from other processes, which
    drifts over seconds, hits numerator and denominator alike. Target: under 5% extra.
 2. peak memory of the teacher-forced JS-divergence computation (owmi.forward.js_divergence:
@@ -23,7 +24,7 @@ Prints two figures:
 Usage:
   .venv/bin/python benchmarks/owmi_overhead.py             # 15 repeats; JS memory at 256 and 2048 tokens
   .venv/bin/python benchmarks/owmi_overhead.py --quick     # 5 repeats; JS memory at 256 and 1024 tokens
-  options: --repeats N, --lengths 256,2048, --chunk 128, --device cpu|cuda
+  options: --repeats N (rounds), --lengths 256,2048, --chunk 128, --device cpu|cuda, --threads N
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ import subprocess
 import sys
 import threading
 import time
+
+from _harness import Arm, compare, report, single_thread
+
+single_thread()  # before torch starts its pools (--threads changes it after parsing)
 
 
 def _rss() -> int:
@@ -66,31 +71,23 @@ def forward_overhead(device: str, repeats: int) -> dict:
     positions = list(range(16, 200))
 
     def timed(make):
-        iv = make()  # the hook is installed and removed inside the timing, as the engine does per forward
-        if b.device.type == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        with torch.inference_mode(), (hooks(b.model, iv.hook_pairs()) if iv else _null()):
-            b.model(input_ids=ids)
-        if b.device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - t
+        def run() -> None:
+            iv = make()  # the hook is built, installed and removed inside the timing, as the engine does per forward
+            if b.device.type == "cuda":
+                torch.cuda.synchronize()
+            with torch.inference_mode(), (hooks(b.model, iv.hook_pairs()) if iv else _null()):
+                b.model(input_ids=ids)
+            if b.device.type == "cuda":
+                torch.cuda.synchronize()
+        return run
 
     kinds = {"none": lambda: None,
              "sham": lambda: Intervention(target, "add", 0.0, positions=positions, direction=d, identity=True),
              "add": lambda: Intervention(target, "add", 64.0, positions=positions, direction=d)}
-    names = list(kinds)
-    for k in names:  # warm-up
-        timed(kinds[k])
-    times: dict[str, list[float]] = {k: [] for k in names}
-    ratios: dict[str, list[float]] = {"sham": [], "add": []}
-    for r in range(repeats):
-        order = names[r % 3:] + names[: r % 3]
-        got = {k: timed(kinds[k]) for k in order}
-        for k in names:
-            times[k].append(got[k])
-        for k in ratios:
-            ratios[k].append(got[k] / got["none"])
+    result = compare([Arm(k, timed(make)) for k, make in kinds.items()], rounds=repeats)
+    report(result)
+    times = {a.name: a.seconds for a in result.arms}
+    ratios = {k: [x / n for x, n in zip(times[k], times["none"])] for k in ("sham", "add")}  # per round
     med = {k: statistics.median(v) for k, v in times.items()}
 
     def iqr(v):
@@ -167,8 +164,10 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=128, help="positions per chunk of the JS streaming")
     ap.add_argument("--quick", action="store_true", help="a smoke run: fewer repeats, shorter long prompt")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=1, help="threads (default 1)")
     ap.add_argument("--js-memory", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    single_thread(args.threads)
     if args.js_memory:
         print(json.dumps(js_memory(args.js_memory, args.device, args.chunk)))
         return
@@ -176,7 +175,7 @@ def main() -> None:
     lengths = [int(x) for x in (args.lengths or ("256,1024" if args.quick else "256,2048")).split(",")]
     fo = forward_overhead(args.device, repeats)
     m, e, q = fo["median_s"], fo["extra_pct"], fo["extra_iqr_pct"]
-    print(f"forward pass, 256-token prompt, {repeats} interleaved repeats (device {args.device}): median unhooked "
+    print(f"forward pass, 256-token prompt, {repeats} rotated rounds (device {args.device}): median unhooked "
           f"{m['none'] * 1e3:.1f} ms; extra time, median of per-repeat ratios [IQR]: sham hook {e['sham']:+.1f}% "
           f"[{q['sham'][0]:+.1f}, {q['sham'][1]:+.1f}], intervention hook {e['add']:+.1f}% "
           f"[{q['add'][0]:+.1f}, {q['add'][1]:+.1f}]  [target < +5%]")
