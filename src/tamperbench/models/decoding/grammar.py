@@ -30,8 +30,10 @@ whitespace (a small model under a flexible grammar can emit newlines until its b
 and the text is then not JSON), ``", "`` and ``": "`` separators, the form prompts show.
 
 ``llguidance.torch.apply_token_bitmask_inplace`` is not used: its kernel is wrapped in
-``torch.compile``, whose first call took 60 s on this CPU; :func:`allowed` unpacks the same
-bitmask with three plain tensor operations.
+``torch.compile``, whose first call took 60 s on this CPU. :func:`allowed` fills the rows' bitmask
+with llguidance's parallel executor and unpacks it with numpy's ``unpackbits``: 0.6 ms for 32 rows
+of a 49,152-token vocabulary here, where a torch shift-and-mask took 15 ms (65 ms on a loaded
+machine), more than the masks themselves (about 1.3 ms for 32 rows in parallel, 6 ms one by one).
 """
 
 from __future__ import annotations
@@ -186,7 +188,13 @@ def row_grammars(hf_tokenizer, grammars: Mapping[Any, JsonGrammar | None], eos_i
     return {rid: matcher(hf_tokenizer, g, eos_ids) for rid, g in grammars.items() if g is not None}
 
 
-_SHIFTS = torch.arange(32, dtype=torch.int32)
+_EXECUTOR: list = []  # one llguidance.LLExecutor (a thread pool), made on first use
+
+
+def _executor():
+    if not _EXECUTOR:
+        _EXECUTOR.append(require_llguidance().LLExecutor())
+    return _EXECUTOR[0]
 
 
 def allowed(rows: Sequence[RowGrammar | None], vocab: int, device=None) -> torch.Tensor:
@@ -195,22 +203,28 @@ def allowed(rows: Sequence[RowGrammar | None], vocab: int, device=None) -> torch
     padded to a multiple of 64, say) are never allowed under a grammar; ids past ``vocab`` that the
     tokenizer has are dropped. A grammar row left with no allowed id (a failed matcher) gets its
     EOS ids, so it ends instead of decoding garbage."""
-    from llguidance.torch import allocate_token_bitmask, fill_next_token_bitmask
+    import numpy as np
+    from llguidance.torch import allocate_token_bitmask, fill_next_token_bitmask_par
 
-    out = torch.ones(len(rows), vocab, dtype=torch.bool)
     idx = [i for i, r in enumerate(rows) if r is not None]
-    if idx:
-        width = max(rows[i].vocab_size for i in idx)  # type: ignore[union-attr]
-        bitmask = allocate_token_bitmask(len(idx), width)
-        for k, i in enumerate(idx):
-            fill_next_token_bitmask(rows[i].m, bitmask, k)  # type: ignore[union-attr]
-        bits = ((bitmask[:, :, None] >> _SHIFTS) & 1).reshape(len(idx), -1).bool()
-        n = min(vocab, width)
-        out[idx] = False
-        out[idx, :n] = bits[:, :n]
-        for i in idx:
-            if not bool(out[i].any()):
-                out[i, [e for e in rows[i].eos_ids if e < vocab]] = True  # type: ignore[union-attr]
+    if not idx:
+        out = torch.ones(len(rows), vocab, dtype=torch.bool)
+        return out.to(device) if device is not None else out
+    width = max(rows[i].vocab_size for i in idx)  # type: ignore[union-attr]
+    bitmask = allocate_token_bitmask(len(idx), width)
+    fill_next_token_bitmask_par(_executor(), [(rows[i].m, k) for k, i in enumerate(idx)], bitmask)  # type: ignore[union-attr]
+    # bit j of 32-bit word w is token 32 w + j: little-endian words, bits least significant first
+    words = bitmask.numpy().astype("<i4", copy=False).view(np.uint8)
+    bits = torch.from_numpy(np.unpackbits(words, axis=1, bitorder="little").view(np.bool_))
+    n = min(vocab, width)
+    sub = bits[:, :n] if n == vocab else torch.cat([bits[:, :n], bits.new_zeros(len(idx), vocab - n)], 1)
+    for k in (~sub.any(1)).nonzero()[:, 0].tolist():
+        sub[k, [e for e in rows[idx[k]].eos_ids if e < vocab]] = True  # type: ignore[union-attr]
+    if len(idx) == len(rows):
+        out = sub
+    else:
+        out = torch.ones(len(rows), vocab, dtype=torch.bool)
+        out[torch.tensor(idx)] = sub
     return out.to(device) if device is not None else out
 
 
