@@ -144,7 +144,8 @@ def test_lock_link_is_refused_by_the_store_and_its_target_kept(tmp_path):
 
 
 def test_report_rebuild_drops_pages_of_runs_no_longer_in_it(tmp_path, tb_inprocess):
-    a, b = run_dir(tmp_path, "a", seed=1, model="alpha-model"), run_dir(tmp_path, "b", seed=2, model="beta-model")
+    a = run_dir(tmp_path, "a", seed=1, model="alpha-model", questions=1, words=2)
+    b = run_dir(tmp_path, "b", seed=2, model="beta-model", questions=1, words=2)
     assert tb_inprocess("report", a, b, "--out", tmp_path / "rep").returncode == 0
     two = {p.name for p in (tmp_path / "rep").rglob("*.html")}
     assert tb_inprocess("report", a, "--out", tmp_path / "rep").returncode == 0
@@ -201,12 +202,12 @@ def _site_tables(site: Path) -> dict[str, str]:
 
 
 def test_report_counts_a_run_given_twice_or_linked_or_copied_once(tmp_path, tb_inprocess):
-    run = run_dir(tmp_path, "R")
+    run = run_dir(tmp_path, "R", questions=2, words=2)
     (tmp_path / "LINK").symlink_to(run)
-    copy = run_dir(tmp_path, "COPY")
+    copy = run_dir(tmp_path, "COPY", questions=2, words=2)
     assert tb_inprocess("report", run, "--out", tmp_path / "one").returncode == 0
     once = _site_tables(tmp_path / "one")
-    assert once and any("9" in t for t in once.values())  # n = 9 trials of the synthetic run
+    assert once and any(",4," in t for t in once.values())  # n = 4 trials (2 questions x 2 words), not 8
     for i, others in enumerate([[run], [tmp_path / "LINK"], [copy]]):
         proc = tb_inprocess("report", run, *others, "--out", tmp_path / f"site{i}")
         assert proc.returncode == 0, proc.stderr
