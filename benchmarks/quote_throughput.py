@@ -3,7 +3,8 @@
 Usage:
     .venv/bin/python benchmarks/quote_throughput.py                       # both presets, in full
     .venv/bin/python benchmarks/quote_throughput.py --items 8 --max-new-tokens 16 --preset standard
-    .venv/bin/python benchmarks/quote_throughput.py --preset depth --max-new-tokens 8 --threads 1 --alone-prompts 16
+    .venv/bin/python benchmarks/quote_throughput.py --preset depth --max-new-tokens 8 --alone-prompts 16
+    .venv/bin/python benchmarks/quote_throughput.py --items 2 --max-new-tokens 4 --preset standard --rounds 3
 
 WHY: every Exact Words prompt is the chat template's system prompt, then a document, then one
 instruction; a document's 3 to 4 items and both arms share it, and the ``depth`` preset puts the
@@ -15,7 +16,9 @@ the runner's order and generation calls: runner.generation_calls keeps a documen
 call), greedy; the rows decoded at once are what memory allows for the call's longest prompt
 (models/memory.py), up to the call's prompts (runner.call_size without ``--batch-size``; with it, at
 most that many, as the runner does), the same in both modes. The benchmark checks the answers are token for token
-identical, prints wall time, prefill tokens fed, rows, peak resident memory and the ratio.
+identical, prints wall time, prefill tokens fed, rows, peak resident memory and the ratio, timed by
+benchmarks/_harness.py (one thread unless ``--threads``; ``--rounds`` rotated rounds, medians, the
+ratio as the median of per-round ratios, load average and machine).
 Targets (issue 14): standard >= 3x, depth >= 8x, in full presets with the default 96 new tokens.
 ``--items N`` takes the first N items (both arms); the ratio then understates the full preset's
 (fewer prompts share each prefix). ``--alone-prompts N`` runs the whole preset with reuse but the
@@ -39,12 +42,14 @@ lines name the path that ran and how many rows and groups decoded with cascade a
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from pathlib import Path
 
+from _harness import Arm, compare, parser, report, single_thread
+
+single_thread()  # before torch starts its pools (--threads changes it after parsing)
 os.environ.setdefault("TAMPERBENCH_HOME", str(Path(__file__).resolve().parents[1] / ".tb_home"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -139,7 +144,7 @@ def _line(name: str, n: int, t: float, st: dict, peak: int) -> str:
             f"rows {st['batch_rows']}; peak RSS {peak / 2**30:.1f} GB; CPU {st.get('cpu_seconds', 0):.1f} s{path}")
 
 
-def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, alone_first: bool = False,
+def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, rounds: int = 1,
           alone_prompts: int | None = None, attention: str | None = None, no_alone: bool = False,
           batch_size: int | None = None) -> tuple[float, bool]:
     global BY_MEMORY
@@ -164,26 +169,34 @@ def bench(backend, preset: str, n_items: int | None, max_new_tokens: int, alone_
         print(f"  identical answers across attention paths: {same}/{n}; seconds {' / '.join(paths)}: "
               f"{runs[0][1] / runs[-1][1]:.2f}x the last; NO no-reuse baseline run", flush=True)
         return 0.0, same == n
-    if alone_first:
-        alone, t_a, st_a, m_a = generate(backend, calls, max_new_tokens=max_new_tokens, share=False)
-    runs = [generate(backend, calls, max_new_tokens=max_new_tokens, share=True, attention=p) for p in paths]
-    if not alone_first:
-        alone, t_a, st_a, m_a = generate(backend, calls, max_new_tokens=max_new_tokens, share=False)
+    got: dict[str, tuple] = {}
+
+    def arm(name: str, share: bool, attention_path: str | None) -> Arm:
+        def run() -> int:
+            got[name] = generate(backend, calls, max_new_tokens=max_new_tokens, share=share, attention=attention_path)
+            return n
+        return Arm(name, run)
+
+    names = [f"shared ({p or 'as set'})" for p in paths]
+    result = compare([arm("alone", False, None), *(arm(nm, True, p) for nm, p in zip(names, paths))], rounds=rounds,
+                     warmup=False)
+    report(result, unit="prompts")
+    alone, t_a, st_a, m_a = got["alone"]  # the last round's run of each arm
     print(_line("alone ", n, t_a, st_a, m_a))
     target = {"standard": 3, "depth": 8}.get(preset)
     ok, first = True, None
-    for shared, t_s, st_s, m_s in runs:
+    for nm in names:
+        shared, t_s, st_s, m_s = got[nm]
         same = sum(a.token_ids == b.token_ids for a, b in zip(alone, shared))
-        ratio = t_a / t_s
+        ratio = result.ratio(nm)
         first = ratio if first is None else first
         ok = ok and same == n
         print(_line("shared", n, t_s, st_s, m_s))
         print(f"  identical answers: {same}/{n}")
         verdict = "" if target is None else f" (target >= {target}x: {'met' if ratio >= target else 'NOT met'})"
-        print(f"  ratio alone/shared ({st_s.get('shared_prefix_attention', '?')} attention): {ratio:.2f}x{verdict}; "
-              f"in CPU time {st_a['cpu_seconds'] / st_s['cpu_seconds']:.2f}x; prefill tokens "
-              f"{st_a['prefill_tokens'] / st_s['prefill_tokens']:.1f}x fewer; load average {os.getloadavg()[0]:.1f}",
-              flush=True)
+        print(f"  ratio alone/shared ({st_s.get('shared_prefix_attention', '?')} attention, median of per-round "
+              f"ratios): {ratio:.2f}x{verdict}; in CPU time (last round) {st_a['cpu_seconds'] / st_s['cpu_seconds']:.2f}x; "
+              f"prefill tokens {st_a['prefill_tokens'] / st_s['prefill_tokens']:.1f}x fewer", flush=True)
     return first or 0.0, ok
 
 
@@ -219,7 +232,7 @@ def bench_subset(backend, preset: str, calls: list[list[str]], max_new_tokens: i
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__, rounds=1)
     ap.add_argument("--preset", choices=["standard", "depth", "both"], default="both")
     ap.add_argument("--items", type=int, default=None, help="first N items of the preset (default: all)")
     ap.add_argument("--depth-items", type=int, default=None, help="first N items of depth (default: --items)")
@@ -227,8 +240,6 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=None,
                     help="as the runner's --batch-size: calls of about this many trials, at most this many rows "
                          "(default: the runner's rule without it, a call's rows as memory allows)")
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--alone-first", action="store_true", help="run the no-reuse baseline first (order check)")
     ap.add_argument("--attention", choices=["cascade", "copy", "both"], default=None,
                     help="shared-prefix attention of the reuse run (default: as TAMPERBENCH_SHARED_PREFIX_ATTENTION "
                          "says, cascade if unset); both: one reuse run each")
@@ -237,22 +248,17 @@ def main() -> int:
     ap.add_argument("--alone-prompts", type=int, default=None,
                     help="run the no-reuse baseline on the first N prompts only and extrapolate (labelled)")
     args = ap.parse_args()
-
-    import torch
+    single_thread(args.threads)
 
     from tamperbench.models import load_backend
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     backend = load_backend("embedded", device="cpu", batch_size=args.batch_size)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f} "
-          f"(shared machine: absolute seconds are noisy, the ratio is measured in one process)")
     backend.generate_chat([[{"role": "user", "content": "Hello."}]] * 2, max_new_tokens=2, progress=False)  # warm-up
     ok = True
     presets = ["standard", "depth"] if args.preset == "both" else [args.preset]
     for preset in presets:
         n = args.depth_items if preset == "depth" and args.depth_items else args.items
-        _, same = bench(backend, preset, n, args.max_new_tokens, args.alone_first, args.alone_prompts, args.attention,
+        _, same = bench(backend, preset, n, args.max_new_tokens, args.rounds, args.alone_prompts, args.attention,
                         args.no_alone, args.batch_size)
         ok = ok and same
     return 0 if ok else 1
