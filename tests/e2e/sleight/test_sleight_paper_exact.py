@@ -116,7 +116,14 @@ def _judge_run_counts(store) -> dict[str, float | None]:
     row = [line for line in buf.getvalue().splitlines() if re.match(r"^\W*\d", line)][-1]
     cells = [c.strip() for c in re.split(r"[│┃|]", row) if c.strip()]
     names = ("trials", "flagged", "corrected", "derailed", "aware", "ignored", "undecided")
-    return {n: (None if v == "n/a" else float(v)) for n, v in zip(names, cells)}
+    out: dict = {}
+    for name, cell in zip(names, cells):
+        m = re.match(r"^(n/a|[\d.]+)(?: \(n=(\d+)/(\d+)\))?$", cell)  # a rate and its n (issue 27 item 4)
+        assert m, cell
+        out[name] = None if m.group(1) == "n/a" else float(m.group(1))
+        if m.group(2) is not None:
+            out[name + "_n"] = (int(m.group(2)), int(m.group(3)))
+    return out
 
 
 @pytest.mark.parametrize("rule", ["abstain", "false"])
@@ -138,6 +145,8 @@ def test_judge_run_counts_and_table1_agree(run_dir, rule):
         assert (printed[label] is None) == (ours is None), label
         if ours is not None:
             assert printed[label] == pytest.approx(ours, abs=0.05), label
+        count = judge["counts"][label]  # the same denominators in judge run's table and Table 1
+        assert printed[label + "_n"] == (count["n"], count["judged"]), label
     if rule == "abstain":
         # partial votes leave labels without a majority while "flagged" is decided: "ignored" is then
         # known (False) where a label is True, and Table 1 must count it the same way
