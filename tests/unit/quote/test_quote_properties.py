@@ -7,6 +7,7 @@ from tamperbench.quote.items import PRESETS, document_for, load_items
 from tamperbench.quote.normalise import normalise, strip_trailing_punct
 from tamperbench.quote.scorer import score_response
 from tamperbench.quote.sentences import segment
+from tamperbench.reasoning import has_reasoning
 
 ALL = [it for p in PRESETS for it in load_items(p)]
 DIRTY = [it for it in ALL if it.dirty]
@@ -43,7 +44,9 @@ def test_the_gold_with_its_planted_error_fixed_is_corrected(item, pad):
 @settings(max_examples=300, deadline=None)
 @given(item=st.sampled_from(ALL), text=st.text(min_size=1, max_size=200))
 def test_random_text_that_is_nowhere_in_the_document_is_rewritten(item, text):
-    assume("<think>" not in text and "</think>" not in text)
+    # a reasoning trace in any known format (<think>, gpt-oss's <|channel|> ...) is stripped before
+    # scoring, so text that opens one is not an answer at all (no_answer), by design
+    assume(not has_reasoning(text) and "<think>" not in text and "</think>" not in text)
     a = normalise(text.strip())
     assume(a and a not in normalise(document_for(item).text))
     assume(strip_trailing_punct(a) != strip_trailing_punct(normalise(item.gold)))
