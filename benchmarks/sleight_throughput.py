@@ -42,24 +42,24 @@ naive and chunked loops call the model as it is (packing does not help one row a
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
 import subprocess
 import sys
 import time
-from collections import deque
 
 import psutil
 import torch
-from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
 
 from tamperbench.models import load_backend
 from tamperbench.sleight.detector import TriggerDetector
 from tamperbench.sleight.engine import QuestionTask, SwapEngine
 from tamperbench.sleight.presets import entity_phrase, protocol_questions, protocol_words
 from tamperbench.sleight import roofline
+
+from _sleight_baselines import plain_greedy_tps, run_chunked, run_naive  # noqa: E402  (the paths the engine is timed against)
+from _sleight_roofline import _median, report_roofline  # noqa: E402  (what MFU the batch profile allows)
 
 
 def trials(backend, n_q: int, n_w: int, spread: bool = False):
@@ -93,133 +93,6 @@ def flop_per_token(model) -> float:
 
 
 @torch.inference_mode()
-def step_curve(be, cols: int, rows=(1, 4, 12, 24, 46), steps: int = 4) -> dict[int, list[float]]:
-    """Decoder steps timed at fixed row counts and one context length (``cols`` columns), the same
-    shape as the engine's ``step_profile``: one prefilled row forked to ``r`` rows, one of them
-    rolled back a token so the batch carries a masked hole as the engine's do (padding, rollbacks)."""
-    prof: dict[int, list[float]] = {}
-    prompt = [1000 + i % 5000 for i in range(max(2, cols - 3))]
-    for r in rows:
-        dec = be.step_decoder(topk=20, capacity=max(rows))
-        [rid] = dec.add_rows([prompt])
-        dec.step()
-        dec.step()
-        if r > 1:
-            dec.fork(rid, r - 1)
-            dec.rollback(rid, 1)
-        dec.step()
-        f0, c = dec.forward_seconds, 0
-        for _ in range(steps):
-            dec.step()
-            c += dec.n
-        prof[r] = [steps, dec.forward_seconds - f0, c]
-    return prof
-
-
-def linear_floor(be, rows=(2, 4, 12, 24, 46), reps: int = 4) -> dict[int, list[float]]:
-    """The model's own linear layers alone, called in forward order through ``nn.Module`` as a step
-    calls them, under the engine's packed weights and fused sibling groups (models/decoding/
-    packed_linear.py), timed at fixed row counts: what a decoder step costs if attention, norms,
-    the sampling statistics and the bookkeeping took no time. Their weights (538 MB for the
-    embedded model) are 16x the 32 MB last-level cache, so each pass reads them from memory as a
-    step does. Same ``{rows: [passes, seconds, 0]}`` shape as :func:`step_curve`. From 2 rows: the
-    decoder runs one-row forwards unpacked (packing is slower there), so a packed 1-row pass would
-    not be the engine's cost; a 1-row step then counts at the fit's fixed + per-row cost, which
-    underestimates it (the floor stays a floor)."""
-    from tamperbench.models.decoding.packed_linear import packed_linears_for
-
-    lins = [m for m in be.model.modules() if isinstance(m, torch.nn.Linear)]
-    packer = packed_linears_for(be.model)
-    prof: dict[int, list[float]] = {}
-    with torch.inference_mode(), (packer.active() if packer is not None else contextlib.nullcontext()):
-        for r in rows:
-            # one input per width, made before timing: fused siblings see the very same tensor
-            xs = {w: torch.randn(r, w) for w in {m.in_features for m in lins}}
-
-            def one_pass(xs: dict[int, torch.Tensor] = xs) -> None:
-                for m in lins:
-                    m(xs[m.in_features])
-
-            one_pass()
-            t = time.perf_counter()
-            for _ in range(reps):
-                one_pass()
-            prof[r] = [reps, time.perf_counter() - t, 0]
-    return prof
-
-
-def report_linear_floor(be, prof: dict, fit, tokens: int, fpt: float, peak: float, target: float = 0.7) -> None:
-    """The MFU this run's step profile would reach if only the linear layers took time, and the
-    time a step leaves everything else at ``target`` (against what the measured forward spends on it)."""
-    floor = roofline.fit_step_cost(linear_floor(be), columns=False)
-    if floor is None:
-        return
-    steps = sum(int(v[0]) for v in prof.values())
-    rows = sum(int(v[0]) * r for r, v in prof.items())
-    t_floor = steps * floor.fixed + rows * floor.per_row
-    t_target = tokens * fpt / (target * peak)
-    print(f"linear layers alone ({sum(isinstance(m, torch.nn.Linear) for m in be.model.modules())} linears chained, "
-          f"packed as the engine runs them, timed apart at 2-46 rows; load {os.getloadavg()[0]:.1f}): "
-          f"{floor.fixed * 1e3:.1f} ms + {floor.per_row * 1e3:.2f} ms/row, i.e. {roofline.weight_bytes(be.model) / max(floor.fixed, 1e-9) / 1e9:.1f} GB/s "
-          f"of weights and {fpt / max(floor.per_row, 1e-12) / 1e9:.0f} GFLOP/s a row")
-    print(f"linear floor: over this run's {steps} steps and {rows} token-rows the linears alone take {t_floor:.2f} s "
-          f"-> MFU at most {roofline.mfu(tokens, t_floor, fpt, peak):.2f} if attention, norms, statistics and "
-          f"bookkeeping took no time; MFU {target} needs the whole run in {t_target:.2f} s, leaving "
-          f"{(t_target - t_floor) / max(steps, 1) * 1e3:.1f} ms a step for all of them"
-          + ("" if fit is None else
-             f" (the measured forward spends {(fit.fixed - floor.fixed) * 1e3:.1f} ms + "
-             f"{(fit.per_row - floor.per_row) * 1e3:.2f} ms/row on them, "
-             f"{(fit.fixed - floor.fixed + (fit.per_row - floor.per_row) * rows / max(steps, 1)) * 1e3:.1f} ms "
-             f"at this run's mean {rows / max(steps, 1):.1f} rows)"))
-
-
-def report_roofline(be, stats: dict, seconds: float, cpu_seconds: float, tokens: int, fpt: float, peak: float,
-                    bws: list[float], target: float = 0.7) -> None:
-    """What MFU this run's batch profile allows at all (sleight/roofline.py), and how near the engine gets."""
-    prof = stats["step_profile"]
-    cfg = be.model.config
-    wb = roofline.weight_bytes(be.model)
-    kvc = roofline.kv_bytes_per_column(cfg, next(be.model.parameters()).element_size())
-    bw = _median(bws)
-    rl = roofline.bound(prof, flop_per_token=fpt, weight_bytes=wb, kv_bytes_per_column=kvc,
-                        attention_flop_per_column=roofline.attention_flop_per_column(cfg), peak=peak, bandwidth=bw)
-    a_over, a_sum = rl.attainable(tokens, fpt, peak)
-    rows = sorted(r for r, v in prof.items() for _ in range(int(v[0])))
-    few = sum(int(v[0]) for r, v in prof.items() if r <= 4)
-    cols = sum(v[2] for v in prof.values()) / max(1, rl.steps)
-    print(f"roofline: one thread reads {bw / 1e9:.1f} GB/s (torch.sum over 512 MiB, median of {len(bws)} samples spread "
-          f"over the rounds); a step reads {wb / 1e6:.0f} MB of weights (tied embedding once) + rows x {cols:.0f} "
-          f"context columns (mean) x {kvc / 1e3:.0f} kB of KV per column")
-    print(f"roofline: {rl.steps} steps, {rl.rows} token-rows; rows per step min {rows[0]}, median {_median(rows):.0f}, "
-          f"mean {rl.rows / rl.steps:.1f}, max {rows[-1]}; {few} steps with <= 4 rows; ridge (compute = weight "
-          f"read) at {wb / bw / (fpt / peak):.1f} rows")
-    print(f"roofline: bound with compute and memory overlapped (per step max(flop/peak, bytes/bw)) {rl.seconds_overlap:.1f} s "
-          f"-> attainable MFU {a_over:.2f}; without overlap (flop/peak + bytes/bw) {rl.seconds_no_overlap:.1f} s "
-          f"-> attainable MFU {a_sum:.2f}")
-    for label, t in (("wall", seconds), ("CPU", cpu_seconds)):
-        got = roofline.mfu(tokens, t, fpt, peak)
-        print(f"roofline: engine {t:.1f} s {label} time -> MFU {got:.2f} = {got / a_over:.0%} of the overlapped "
-              f"bound, {got / a_sum:.0%} of the no-overlap bound")
-    r_over, r_sum = roofline.rows_needed(target, flop_per_token=fpt, step_bytes=wb, peak=peak, bandwidth=bw)
-    print(f"roofline: MFU {target} needs >= {r_over:.1f} rows in every step (overlapped) or >= {r_sum:.1f} "
-          f"(no overlap) at {bw / 1e9:.1f} GB/s; this run averaged {rl.rows / rl.steps:.1f}")
-    c0 = time.process_time()
-    curve = step_curve(be, round(cols))
-    fit = roofline.fit_step_cost(curve, columns=False)
-    print(f"step cost at {round(cols)} context columns (the run's mean), timed apart ({time.process_time() - c0:.0f} "
-          f"CPU s; load {os.getloadavg()[0]:.1f}): "
-          + ", ".join(f"{r} rows {v[1] / v[0] * 1e3:.0f} ms" for r, v in curve.items()))
-    if fit is not None:
-        need = fit.rows_for(target, fpt, peak)
-        print(f"step cost fit (least squares): forward = {fit.fixed * 1e3:.1f} ms + {fit.per_row * 1e3:.2f} ms/row, "
-              f"i.e. a step's fixed cost is {wb / max(fit.fixed, 1e-9) / 1e9:.1f} GB/s of weight traffic "
-              f"(one thread reads {bw / 1e9:.1f}) and each row runs at {fpt / max(fit.per_row, 1e-12) / 1e9:.0f} "
-              f"GFLOP/s (peak {peak / 1e9:.0f}); an unbounded batch tends to MFU {fit.limit_mfu(fpt, peak):.2f}; "
-              f"MFU {target} would need "
-              + (f"{need:.0f} rows in every step" if need != float("inf") else "more than any batch at this cost"))
-    report_linear_floor(be, prof, fit, tokens, fpt, peak, target)
-
-
 # ------------------------------------------------------------------ 1. the engine
 def run_engine(backend, det, tset, budget, batch, matched=True):
     eng = SwapEngine(backend, det, max_new_tokens=budget, batch_size=batch, matched_branches=matched)
@@ -230,151 +103,6 @@ def run_engine(backend, det, tset, budget, batch, matched=True):
             out[(r.question_id, sub)] = tr.token_ids
     # CPU seconds: the time this process really ran (one thread), without the waits for a shared core
     return out, time.perf_counter() - t0, dict(eng.stats, cpu_seconds=time.process_time() - c0)
-
-
-# ------------------------------------------------------------------ 2. naive, KV cache, batch 1
-@torch.inference_mode()
-def naive_trial(model, det, eos, prompt, sub, budget):
-    cache = DynamicCache(config=model.config)
-
-    def feed(ids):
-        logits = model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True, logits_to_keep=1).logits
-        return torch.log_softmax(logits[0, -1].float(), -1)
-
-    lp = feed(prompt)
-    out, queue = [], deque()
-    while len(out) < budget:
-        if queue:
-            tok, injected = queue.popleft(), True
-        else:
-            tok, injected = int(lp.argmax()), False
-            if tok not in eos and det.is_candidate(tok):
-                prev = out[-1] if out else None
-                lp2 = feed([tok])  # look ahead one token
-                nxt = None if len(out) + 1 >= budget else int(lp2.argmax())
-                occ = det.classify(prev, tok, None if nxt in eos else nxt)
-                if occ.kind == "swap":
-                    cache.crop(-1)  # roll the trigger back
-                    queue.extend(det.replacement_ids(occ, sub, prev)[: budget - len(out)])
-                    tok, injected = queue.popleft(), True
-                else:
-                    out.append(tok)
-                    lp = lp2
-                    continue
-        out.append(tok)
-        if (tok in eos and not injected) or len(out) >= budget:
-            break
-        lp = feed([tok])
-    return out
-
-
-def run_naive(backend, det, tset, budget, only=None):
-    """Every trial (or the trials in ``only``) one at a time."""
-    eos = set(backend.eos_ids)
-    out = {}
-    t0 = time.perf_counter()
-    for qid, prompt, words in tset:
-        for sub in words:
-            if only is None or (qid, sub) in only:
-                out[(qid, sub)] = naive_trial(backend.model, det, eos, prompt, sub, budget)
-    return out, time.perf_counter() - t0
-
-
-# ------------------------------------------------------------------ 3. chunked: generate to a trigger, splice, regenerate
-class _StopAtSwap(StoppingCriteria):
-    """Per row: stop once the token before the last is a confirmed whole-word trigger (the last
-    token is its look-ahead), or once the row's own budget is used."""
-
-    def __init__(self, det, eos, start, rows):
-        self.det, self.eos, self.start, self.rows = det, eos, start, rows
-
-    def __call__(self, input_ids, scores, **kwargs):
-        done = []
-        for i, (out, budget) in enumerate(self.rows):
-            g = input_ids[i, self.start:].tolist()
-            stop = len(out) + len(g) > budget or (g and g[-1] in self.eos)
-            if not stop and len(g) >= 2 and self.det.is_candidate(g[-2]):
-                prev = g[-3] if len(g) >= 3 else (out[-1] if out else None)
-                stop = self.det.classify(prev, g[-2], g[-1]).kind == "swap"
-            done.append(stop)
-        return torch.tensor(done, device=input_ids.device)
-
-
-def _first_swap(det, eos, out, g, budget):
-    """Index in g of the first confirmed trigger (look-ahead within g, or end of budget)."""
-    for i, tok in enumerate(g):
-        if len(out) + i >= budget or tok in eos:
-            return None
-        if det.is_candidate(tok):
-            prev = g[i - 1] if i else (out[-1] if out else None)
-            if len(out) + i + 1 >= budget:
-                nxt = None
-            elif i + 1 < len(g):
-                nxt = None if g[i + 1] in eos else g[i + 1]
-            else:
-                return None
-            occ = det.classify(prev, tok, nxt)
-            if occ.kind == "swap":
-                return i, occ, prev
-    return None
-
-
-@torch.inference_mode()
-def run_chunked(backend, det, tset, budget, batch):
-    eos = set(backend.eos_ids)
-    state = {(q, sub): (prompt, []) for q, prompt, words in tset for sub in words}
-    active = list(state)
-    t0 = time.perf_counter()
-    while active:
-        nxt_round = []
-        for s in range(0, len(active), batch):
-            keys = active[s: s + batch]
-            ctx = [state[k][0] + state[k][1] for k in keys]
-            L = max(map(len, ctx))
-            ids = torch.tensor([[backend.pad_id] * (L - len(c)) + c for c in ctx])
-            am = torch.tensor([[0] * (L - len(c)) + [1] * len(c) for c in ctx])
-            rows = [(state[k][1], budget) for k in keys]
-            room = max(budget - len(o) for o, _ in rows) + 1
-            gen = backend.model.generate(input_ids=ids, attention_mask=am, max_new_tokens=room, do_sample=False,
-                                         pad_token_id=backend.pad_id,
-                                         stopping_criteria=StoppingCriteriaList([_StopAtSwap(det, eos, L, rows)]))
-            for k, row in zip(keys, gen[:, L:].tolist()):
-                out = state[k][1]
-                hit = _first_swap(det, eos, out, row, budget)
-                if hit is None:  # no swap: keep up to EOS / budget, done
-                    for tok in row:
-                        if len(out) >= budget:
-                            break
-                        out.append(tok)
-                        if tok in eos:
-                            break
-                    continue
-                i, occ, prev = hit
-                out.extend(row[:i])
-                out.extend(det.replacement_ids(occ, k[1], prev)[: budget - len(out)])
-                if len(out) < budget:
-                    nxt_round.append(k)
-        active = nxt_round
-    return {k: v[1] for k, v in state.items()}, time.perf_counter() - t0
-
-
-# ------------------------------------------------------------------ plain batched greedy
-@torch.inference_mode()
-def plain_greedy_tps(backend, tset, budget, batch):
-    eos = set(backend.eos_ids)
-    ps = [p for _, p, _ in tset]
-    ps = [ps[i % len(ps)] for i in range(batch)]
-    L = max(map(len, ps))
-    ids = torch.tensor([[backend.pad_id] * (L - len(p)) + p for p in ps])
-    am = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in ps])
-    t0 = time.perf_counter()
-    gen = backend.model.generate(input_ids=ids, attention_mask=am, max_new_tokens=budget, do_sample=False,
-                                 pad_token_id=backend.pad_id)
-    dt = time.perf_counter() - t0
-    n = 0
-    for row in gen[:, L:].tolist():
-        n += next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
-    return n / dt
 
 
 # ------------------------------------------------------------------ memory (child process)
@@ -410,12 +138,6 @@ def report_memory(mem_budget: int, args) -> bool:
     ratio = large["peak"] / small["peak"]
     print(f"peak memory 2,000/200 trials: {ratio:.3f} (target <= 1.15)")
     return ratio <= 1.15
-
-
-def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    k = len(xs)
-    return (xs[(k - 1) // 2] + xs[k // 2]) / 2
 
 
 def workload(be, det, name: str, n_q: int, n_w: int, budget: int, spread: bool, args) -> tuple[bool, bool]:
