@@ -158,8 +158,12 @@ def apply(model, info: AdapterInfo, spec: str):
     """The base model with the adapter applied through peft and merged into its weights."""
     from peft import PeftModel
 
+    import warnings
+
     try:
-        peft_model = PeftModel.from_pretrained(model, str(info.path))
+        with warnings.catch_warnings():  # peft 0.21 calls a transformers property deprecated in 5.x: noise, not news
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            peft_model = PeftModel.from_pretrained(model, str(info.path))
     except Exception as err:  # the pre-check passed, so this is unusual: say what peft said
         msg = str(err).splitlines()[0] if str(err) else ""
         raise UserError(f"model '{spec}': peft cannot apply adapter folder {info.path} ({type(err).__name__}: "

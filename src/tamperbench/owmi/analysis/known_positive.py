@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from typing import Literal
 
 import numpy as np
@@ -187,7 +188,9 @@ def train(backend, spec: KnownPositiveSpec):
     cfg = LoraConfig(r=spec.lora_rank, lora_alpha=spec.lora_alpha, lora_dropout=0.0,
                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
                      layers_to_transform=list(range(layer + 1, n_layers)))
-    peft_model = get_peft_model(model, cfg)
+    with warnings.catch_warnings():  # peft 0.21 calls a transformers property deprecated in 5.x: noise, not news
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        peft_model = get_peft_model(model, cfg)
     inner = peft_model.base_model.model  # the transformers model, with adapters injected
     examples = _examples(backend, spec, spec.seeds("train"), n_layers, offset=0)
     opt = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=spec.learning_rate)
