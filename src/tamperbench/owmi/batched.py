@@ -100,11 +100,14 @@ class BatchedMixin:
             rows = base.select(range(len(defs)), defs)
             for rid, iv in base.ivs:
                 rows.attach(rid, iv)
-            logits = rows.extend([ctxs[c].ids[ctxs[c].split:] for c, _ in defs], "probe")[:, -1]
-            got = rows.greedy(logits, max_new, self.eos, "probe")
+            forced = self.forced(fam, self.b.tokenizer)
+            logits = rows.extend([ctxs[c].ids[ctxs[c].split:] + forced for c, _ in defs], "probe")[:, -1]
+            got = self.answer_rows(rows, logits, fam, max_new, self.eos,
+                                   lambda rid, ctxs=ctxs: self.make_iv(unit, rid[0], ctxs[rid[0]].declared, rid[1]),
+                                   self.b.tokenizer)
             for c, s in defs:
-                ctx, (ids, fin) = ctxs[c], got[(c, s)]
-                out[(c, fam, s)] = (ctx.text, ctx.ids, ctx.declared, (ids, self._decode(ids), fin))
+                ctx = ctxs[c]
+                out[(c, fam, s)] = (ctx.text, ctx.ids, ctx.declared, got[(c, s)])
         return out
 
     def probe_delayed_rows(self, unit, families, scopes, max_new: int) -> dict:
@@ -128,12 +131,13 @@ class BatchedMixin:
             rows = task.select(order, defs)
             for c, s in defs:
                 rows.attach((c, s), self.make_iv(unit, c, unit.task.declared, s))
-            logits = rows.extend([tails[c][1] for c, _ in defs], "probe")[:, -1]
-            got = rows.greedy(logits, max_new, self.eos, "probe")
+            forced = self.forced(fam, self.b.tokenizer)
+            logits = rows.extend([tails[c][1] + forced for c, _ in defs], "probe")[:, -1]
+            got = self.answer_rows(rows, logits, fam, max_new, self.eos,
+                                   lambda rid: self.make_iv(unit, rid[0], unit.task.declared, rid[1]), self.b.tokenizer)
             for c, s in defs:
-                ids, fin = got[(c, s)]
                 out[(c, fam, s)] = (tails[c][0], unit.task.ids + unit.gens[c][1] + tails[c][1], unit.task.declared,
-                                    (ids, self._decode(ids), fin))
+                                    got[(c, s)])
         return out
 
     def observe_rows(self, backend, unit, track: str, families, max_new: int) -> dict:
@@ -148,12 +152,18 @@ class BatchedMixin:
         ids = {f: backend.chat_ids(msgs[f], system=unit.system) for f in families}
         fams = list(families)
         rows, fork = self.prefix.rows(backend.model, [ids[f] for f in fams], 1 << 30, fams)
-        logits = rows.extend([ids[f][fork:] for f in fams], "probe")[:, -1]
-        got = rows.greedy(logits, max_new, set(backend.eos_ids), "probe")
+        if self.spec.readout == "choice":  # each family reads its own closed set: one batch each
+            got = {}
+            for i, f in enumerate(fams):
+                one = rows.select([i], [f])
+                logits = one.extend([ids[f][fork:] + self.forced(f, backend.tokenizer)], "probe")[:, -1]
+                got.update(self.answer_rows(one, logits, f, max_new, set(backend.eos_ids), lambda rid: None,
+                                            backend.tokenizer))
+        else:
+            logits = rows.extend([ids[f][fork:] for f in fams], "probe")[:, -1]
+            got = self.answer_rows(rows, logits, "", max_new, set(backend.eos_ids), lambda rid: None, backend.tokenizer)
         return {f: (backend.chat_text(msgs[f], system=unit.system), ids[f],
-                    probe_text(f, person="third", n_layers=self.n_layers),
-                    (got[f][0], backend.tokenizer.decode(got[f][0], skip_special_tokens=True), got[f][1]))
-                for f in fams}
+                    probe_text(f, person="third", n_layers=self.n_layers), got[f]) for f in fams}
 
     # ------------------------------------------------------------------ teacher-forced effects
     def effects_rows(self, unit, conds: list[str]) -> dict[str, dict]:

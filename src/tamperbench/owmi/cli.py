@@ -24,11 +24,16 @@ def run_cmd(
     config: Optional[Path] = typer.Option(None, "--config", help="Spec file (JSON); see examples/owmi_full.json."),
     preset: Optional[str] = typer.Option(None, "--preset", help="quick: embedded model, 3 built-in items, all conditions."),
     model: Optional[str] = typer.Option(None, "--model", help="With --preset: the model spec to test (default embedded)."),
+    readout: Optional[str] = typer.Option(
+        None, "--readout", help="How probe answers are read (overrides the spec's 'readout'): generated (decode the JSON "
+        "answer; the paper's, the default), constrained (decode under the probe's JSON grammar; needs llguidance) or "
+        "choice (a token-level read-out: score each probe's closed option set; decodes nothing, parses by construction)."),
     new: bool = typer.Option(False, "--new", help="Discard what the run directory holds and start afresh."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print records, tokens and an ETA; run and store nothing."),
 ) -> None:
     """Run (or resume) an OWMI spec, then print the per-condition summary."""
-    from tamperbench.owmi.spec import PRESETS, load_spec
+    from tamperbench.owmi.records import READOUTS
+    from tamperbench.owmi.spec import PRESETS, load_spec, parse_spec
 
     if (config is None) == (preset is None):
         raise UserError("owmi run: give exactly one of --config FILE or --preset quick")
@@ -36,7 +41,11 @@ def run_cmd(
         raise UserError(f"--preset: must be one of {', '.join(PRESETS)}; got {preset!r}")
     if model is not None and preset is None:
         raise UserError("--model: only with --preset (a config file names its models)")
+    if readout is not None and readout not in READOUTS:
+        raise UserError(f"--readout: must be one of {', '.join(READOUTS)}; got {readout!r}")
     spec = load_spec(config) if config is not None else PRESETS[str(preset)](**({"models": [model]} if model else {}))
+    if readout is not None:
+        spec = parse_spec({**spec.model_dump(mode="json"), "readout": readout}, "--readout")
     if dry_run:
         from tamperbench.estimate import dry_run_spec
         from tamperbench.owmi.validate import preflight

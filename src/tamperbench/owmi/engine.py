@@ -35,6 +35,7 @@ from tamperbench.owmi.conditions import (calibrate_norm, concept_direction, rand
 from tamperbench.owmi.objects import ObjectSpec, Target, resolve
 from tamperbench.owmi.operators import Intervention, OperatorSpec
 from tamperbench.owmi.probes import corrupted, parse, probe_text, rubric_flag, system_prompt
+from tamperbench.owmi.readout import ReadoutMixin
 
 MODEL_CONDITIONS = ("intervention", "sham", "random_unit", "random_matched")
 # The baseline's teacher-forced log-probs are kept for reuse by every condition's JS (and every
@@ -80,7 +81,7 @@ class Unit:
     system: str | None = None  # the system message of every context built for this unit (None: none given)
 
 
-class Engine(BatchedMixin):
+class Engine(BatchedMixin, ReadoutMixin):
     """One loaded model (and its observers) running units of a spec."""
 
     def __init__(self, backend, spec, observers: list[tuple[str, Any]] | None = None, batched: bool = True):
@@ -286,12 +287,13 @@ class Engine(BatchedMixin):
                 cache = fw.new_cache(self.model)
                 fw.feed_rows(self.model, cache, torch.tensor([prefix] * len(rows)), 0, group, "prefill")
             fw.crop_to(cache, len(prefix))
-            logits = fw.feed_rows(self.model, cache, torch.tensor([ctx.ids[ctx.split:]] * len(rows)), len(prefix),
-                                  group, "probe")
-            got = fw.greedy_rows(self.model, cache, logits, len(ctx.ids), max_new, self.eos, group, "probe")
-            for (cond, scope), (ids, fin) in zip(rows, got):
-                text = self.b.tokenizer.decode(ids, skip_special_tokens=True)
-                out[(cond, fam, scope)] = (ctx.text, ctx.ids, ctx.declared, (ids, text, fin))
+            tail = ctx.ids[ctx.split:] + self.forced(fam, self.b.tokenizer)
+            logits = fw.feed_rows(self.model, cache, torch.tensor([tail] * len(rows)), len(prefix), group, "probe")
+            got = self.answer_plain(self.model, cache, logits, len(prefix) + len(tail), fam, max_new, self.eos, group,
+                                    lambda i, ctx=ctx: self.make_iv(unit, rows[i][0], ctx.declared, rows[i][1]),
+                                    self.b.tokenizer)
+            for (cond, scope), answer in zip(rows, got):
+                out[(cond, fam, scope)] = (ctx.text, ctx.ids, ctx.declared, answer)
         return out
 
     def probe_delayed(self, unit: Unit, cond: str, families, scopes, max_new: int) -> dict:
@@ -313,11 +315,12 @@ class Engine(BatchedMixin):
                 tail = tail[len(end_text):]
             tail_ids = self.b.tokenizer(tail, add_special_tokens=False)["input_ids"]
             fw.crop_to(cache, n)
-            logits = fw.feed_rows(self.model, cache, torch.tensor([tail_ids] * len(rows)), n, group, "probe")
-            got = fw.greedy_rows(self.model, cache, logits, n + len(tail_ids), max_new, self.eos, group, "probe")
-            for (_, scope), (ids, fin) in zip(rows, got):
-                out[(cond, fam, scope)] = (full, unit.task.ids + out_ids + tail_ids, unit.task.declared,
-                                           (ids, self.b.tokenizer.decode(ids, skip_special_tokens=True), fin))
+            fed = tail_ids + self.forced(fam, self.b.tokenizer)
+            logits = fw.feed_rows(self.model, cache, torch.tensor([fed] * len(rows)), n, group, "probe")
+            got = self.answer_plain(self.model, cache, logits, n + len(fed), fam, max_new, self.eos, group,
+                                    lambda i: self.make_iv(unit, cond, unit.task.declared, rows[i][1]), self.b.tokenizer)
+            for (_, scope), answer in zip(rows, got):
+                out[(cond, fam, scope)] = (full, unit.task.ids + out_ids + tail_ids, unit.task.declared, answer)
         fw.crop_to(cache, n)
         return out
 
@@ -336,11 +339,12 @@ class Engine(BatchedMixin):
         text3 = probe_text(family, person="third", n_layers=self.n_layers)
         msgs = cx.observer_prompt(record, text3)
         ids = backend.chat_ids(msgs, system=unit.system)
+        fed = ids + self.forced(family, backend.tokenizer)
         cache = fw.new_cache(backend.model)
-        logits = fw.feed(backend.model, cache, ids, 0, None, "prefill")
-        toks, fin = fw.greedy(backend.model, cache, logits, len(ids), max_new, set(backend.eos_ids), None, "probe")
-        return backend.chat_text(msgs, system=unit.system), ids, text3, (toks, backend.tokenizer.decode(
-            toks, skip_special_tokens=True), fin)
+        logits = fw.feed(backend.model, cache, fed, 0, None, "prefill")[-1:]
+        answer = self.answer_plain(backend.model, cache, logits, len(fed), family, max_new, set(backend.eos_ids), None,
+                                   lambda i: None, backend.tokenizer)[0]
+        return backend.chat_text(msgs, system=unit.system), ids, text3, answer
 
     def release(self, unit: Unit) -> None:
         unit.gens.clear()

@@ -31,7 +31,7 @@ def load_items(benchmark: str, n: int):
 
 def unit_coords(spec: OwmiSpec, model: str, bench: str, obj, op, item, seed: int) -> dict:
     return dict(model=model, benchmark=bench, object=obj.model_dump(mode="json"), operator=op.name, dose=op.dose,
-                item=item.id, seed=seed, positions=spec.positions, when=spec.when)
+                item=item.id, seed=seed, positions=spec.positions, when=spec.when, readout=spec.readout)
 
 
 def planned_keys(spec: OwmiSpec, coords: dict, observers: Sequence[str]) -> list[tuple[str, str, dict]]:

@@ -8,7 +8,9 @@ never saw any output of that item, so it cannot memorise the item's answer.
 It reads the task outputs of intervention (label 1) and sham (label 0) runs on the tracks that
 have one (B_visible, B_delayed, C) and writes one observer row (tier 3) per detection pair,
 scoring the intervention run's visible output. Too few training outputs (one class only) means
-no row: the pair stays incomplete for tier 3 and the count is visible, never imputed.
+no row: the pair stays incomplete for tier 3 and the count is visible, never imputed. A row keeps its
+pair's read-out (so it sits in that cell) but none of the model's token-level fields: its score is the
+classifier's probability (``graded``), whatever the read-out of the model rows beside it.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def classifier_rows(rows: list[dict]) -> list[OwmiRun]:
                    prompt_text=r["task_output"], system_prompt=None, prompt_ids=[], intervened_positions=[], response=f"{prob:.6f}",
                    finish_reason="classifier", parse_ok=True, parse_error=None, detected=prob >= 0.5, graded=prob,
                    confidence=None, js_mean=None, js_max=None, js_positions=None, delta_norm=None, causal_effect=None,
-                   answer_logprob_base=None, answer_logprob_altered=None, random_norm=None, rubric_flag=None)
+                   answer_logprob_base=None, answer_logprob_altered=None, random_norm=None, rubric_flag=None,
+                   readout=r.get("readout") or "generated", readout_detail=None, choice_g=None, choice_logprobs=None)
         rec.pop("created_at", None)
         out.append(OwmiRun(**rec))
     return out

@@ -24,6 +24,8 @@ def unit_row_tokens(spec, pending: list[dict]) -> int:
         return 0
     frames = {spec.frame(d["track"]) for d in pending}
     task = len(frames) * sum(c in MODEL_CONDITIONS for c in spec.conditions) * spec.task_max_new_tokens
+    if spec.readout == "choice":  # a token-level read-out decodes no probe answer
+        return task
     return task + sum(spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens
                       for d in pending)
 

@@ -6,7 +6,7 @@ is a GROUP BY over the same run rows joined on ``pair_id``. A flat typed table k
 one line of SQL (DuckDB) or pandas, for the stats helper and for anyone rerunning the numbers.
 
 Pairing. ``pair_id`` is the hash of everything a pair shares (model, benchmark, item, object,
-operator, dose, probe, track, scope, seed) and nothing the conditions differ in. The conditions
+operator, dose, probe, track, scope, seed, read-out) and nothing the conditions differ in. The conditions
 ``intervention``, ``sham``, ``random_unit``, ``random_matched`` and ``observer`` of one pair share
 it; a pair is *complete* for a contrast when both of its rows exist and parsed.
 
@@ -30,6 +30,8 @@ CONDITIONS: tuple[Condition, ...] = ("intervention", "sham", "random_unit", "ran
 Track = Literal["A", "B_visible", "B_masked", "B_delayed", "C"]
 TRACKS: tuple[str, ...] = ("A", "B_visible", "B_masked", "B_delayed", "C")
 Scope = Literal["active", "lifted"]
+Readout = Literal["generated", "constrained", "choice"]
+READOUTS: tuple[str, ...] = ("generated", "constrained", "choice")
 ProbeFamily = Literal["detection", "confidence", "localization", "characterization", "reconstruction",
                       "spontaneous"]
 
@@ -40,7 +42,7 @@ class OwmiRun(Record):
 
     suite: str = "owmi"
     pair_id: str  # required: joins the conditions of one paired measurement
-    cell_id: str  # hash of (model, benchmark, object, operator, dose, probe, track): the analysis cell
+    cell_id: str  # hash of (model, benchmark, object, operator, dose, probe, track, read-out): the analysis cell
     # -- model and decoding (required) ------------------------------------------------
     model: str  # model spec as given
     model_revision: str  # provenance id (sha256 of the weights) or hub revision
@@ -48,7 +50,10 @@ class OwmiRun(Record):
     quantized: bool
     temperature: float
     top_p: float
-    max_new_tokens: int
+    max_new_tokens: int  # the probe answer's budget; 0 under the choice read-out (nothing decoded)
+    readout: Readout  # required: generated | constrained | choice; part of the cell and pair keys (never pooled)
+    readout_detail: str | None = None  # JSON: choice's forced prefix, options and scoring; constrained's grammar
+    # and library version
     # -- item -----------------------------------------------------------------------------
     benchmark: str
     domain: str
@@ -98,6 +103,9 @@ class OwmiRun(Record):
     category_report: str | None = None  # characterization
     concept_report: str | None = None  # reconstruction
     rubric_flag: bool | None = None  # track C: condition-blinded rubric says "anomaly volunteered"
+    # -- token-level read-out (readout 'choice'; C.7: never mixed with the verbal fields above) ------
+    choice_g: float | None = None  # detection/confidence: P(yes) / (P(yes) + P(no)) after the forced prefix
+    choice_logprobs: str | None = None  # JSON {option: summed log-probability} over the closed option set
     # -- truth for scoring ----------------------------------------------------------------
     true_category: str | None = None  # the closed-set category of what was altered
     corrupted: bool = False  # malformed / degenerate generation: an outcome, never evidence
@@ -135,7 +143,7 @@ class OwmiCalibration(Record):
 
 
 REQUIRED: tuple[str, ...] = (
-    "pair_id", "model", "model_revision", "dtype", "temperature", "top_p", "max_new_tokens", "item_id",
+    "pair_id", "model", "model_revision", "dtype", "temperature", "top_p", "max_new_tokens", "readout", "item_id",
     "site", "operator", "dose", "seed", "condition", "hook_scope", "track", "probe_family", "probe_text",
     "prompt_text",
 )

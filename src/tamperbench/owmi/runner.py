@@ -75,9 +75,14 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
             from tamperbench.suites import get_suite
 
             get_suite("owmi").check_backend(backend)  # hooks and whole distributions, or one line now
+            from tamperbench.owmi.validate import check_choice_options
+
+            check_choice_options(spec, backend, f"models ({model})")
             for i, obj in enumerate(spec.objects):  # refuse a bad object before any compute
                 resolve(backend.model, obj, field=f"objects[{i}]")
             observers = [(o, load_backend(o, device=spec.device, dtype=spec.dtype)) for o in spec.observer_models]
+            for o, ob in observers:
+                check_choice_options(spec, ob, f"observer_models ({o})", int(backend.model.config.num_hidden_layers))
             prov = store.put_provenance(backend.provenance)
             eng = Engine(backend, spec, observers)
             plan = [(b, obj, op, idx, it, seed) for b in spec.benchmarks for obj in spec.objects for op in spec.operators
@@ -272,21 +277,24 @@ def _record(eng, spec, unit, k, res, prov, observers) -> OwmiRun:
     key, pair_id, d = k
     item, cell, op = unit.item, unit.cell, unit.cell.op
     got = _result(res, d)
-    text, ids, declared, (toks, reply, fin), dt = got[:5]
+    text, ids, declared, answer, dt = got[:5]
+    toks, reply, fin = answer[:3]
     cond = d["condition"]
     probe = got[5] if cond == "observer" else _first_probe(eng, d["probe"])
     eff = unit.effects.get(cond, {}) if cond != "observer" else {}
     gen = unit.gens.get(cond) if cond != "observer" else None
     task_out = "" if d["track"] in ("A", "B_masked") else (gen[2] if gen else None)
     cell_id = trial_key(dict(model=cell.model, benchmark=cell.benchmark, object=cell.obj.label, operator=op.name,
-                             dose=op.dose, probe=d["probe"], track=d["track"]))[:24]
+                             dose=op.dose, probe=d["probe"], track=d["track"], readout=spec.readout))[:24]
     return OwmiRun(
         key=key, provenance_id=prov, pair_id=pair_id, cell_id=cell_id, model=cell.model,
         model_revision=_revision(eng.b),  # the subject's: every observer tier of a cell meets in that cell (Eq. 8)
         observer_revision=_revision(dict(observers)[d["observer_model"]]) if d["observer_tier"] == 2 else None,
         dtype=str(eng.b.provenance.dtype), quantized=bool(eng.b.provenance.quantization),
         temperature=spec.temperature, top_p=spec.top_p,
-        max_new_tokens=spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens,
+        max_new_tokens=(0 if spec.readout == "choice" else spec.reflection_max_new_tokens if d["track"] == "C"
+                        else spec.probe_max_new_tokens),
+        readout=spec.readout, readout_detail=_readout_detail(eng, spec, d["probe"]),
         benchmark=cell.benchmark, domain=item.domain, item_id=item.id,
         item_provenance=json.dumps(item.provenance.model_dump(mode="json"), sort_keys=True), gold_answer=item.answer,
         object_kind=cell.obj.kind, site=cell.obj.label, layer=cell.obj.layer, head=cell.obj.head,
@@ -302,7 +310,23 @@ def _record(eng, spec, unit, k, res, prov, observers) -> OwmiRun:
         match_target_js=unit.match[0] if cond == "random_matched" and unit.match else None,
         match_achieved_js=unit.match[1] if cond == "random_matched" and unit.match else None,
         **{k: v for k, v in eff.items()},
-        **parsed_fields(d["probe"], reply, eng.n_layers))
+        **(_choice_fields(eng, d["probe"], answer[3]) if len(answer) > 3 else parsed_fields(d["probe"], reply,
+                                                                                             eng.n_layers)))
+
+
+def _readout_detail(eng, spec, family: str) -> str | None:
+    """The record's read-out beyond its name (JSON): choice's forced prefix, options and scoring."""
+    if spec.readout == "choice":
+        from tamperbench.owmi.choice import closed_set
+
+        return json.dumps(closed_set(family, eng.n_layers).detail())
+    return None
+
+
+def _choice_fields(eng, family: str, scores) -> dict:
+    from tamperbench.owmi.choice import closed_set, fields
+
+    return fields(closed_set(family, eng.n_layers), scores)
 
 
 def _result(res: dict, d: dict) -> tuple:

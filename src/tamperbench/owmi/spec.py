@@ -22,7 +22,7 @@ from tamperbench.fsio import check_size
 from tamperbench.specs import MAX_BATCH, SPEC_FILE_MAX_BYTES, NewTokens, Seed, Temperature
 from tamperbench.owmi.objects import ObjectSpec
 from tamperbench.owmi.operators import OperatorSpec, check_dose
-from tamperbench.owmi.records import CONDITIONS, TRACKS, Condition, Scope, Track
+from tamperbench.owmi.records import CONDITIONS, TRACKS, Condition, Readout, Scope, Track
 
 Family = Literal["detection", "confidence", "localization", "characterization", "reconstruction"]
 
@@ -49,6 +49,12 @@ class OwmiSpec(BaseModel):
     scopes: tuple[Scope, ...] = ("active", "lifted")
     conditions: tuple[Condition, ...] = CONDITIONS
     seeds: tuple[Seed, ...] = Field(default=(0,), max_length=10_000)
+    readout: Readout = Field(
+        default="generated", description="How a probe's answer is read (part of every cell and pair key, so read-outs "
+        "are never pooled): 'generated' (greedy decoding of the JSON answer, then parsed; the paper's), 'constrained' "
+        "(decoded under a grammar built from the probe's JSON schema; needs llguidance), or 'choice' (a token-level "
+        "read-out: the JSON prefix is teacher-forced and the probe's closed option set scored by log-probability; "
+        "decodes nothing, parses by construction; not a verbal report).")
     temperature: Temperature = 0.0
     top_p: float = Field(default=1.0, gt=0, le=1)
     task_max_new_tokens: NewTokens = 24
@@ -99,6 +105,9 @@ class OwmiSpec(BaseModel):
         for t in self.tracks:
             if t not in TRACKS:
                 raise ValueError(f"track {t!r}")
+        if self.readout == "choice" and "C" in self.tracks:
+            raise ValueError("readout: 'choice' reads a closed option set, and Track C's spontaneous reflection has "
+                             "none; drop track C or use readout 'generated' or 'constrained'")
         return self
 
     def frame(self, track: str) -> str:
@@ -139,8 +148,9 @@ def parse_spec(data: dict, where: str = "spec") -> OwmiSpec:
         return OwmiSpec.model_validate(data)
     except ValidationError as err:
         e = err.errors()[0]
-        loc = ".".join(str(x) for x in e["loc"]) or "spec"
-        raise UserError(f"{where}: {loc}: {e['msg']}") from None
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")  # a spec-wide check names its own field in its message
+        raise UserError(f"{where}: {loc}: {msg}" if loc else f"{where}: {msg}") from None
 
 
 def quick_spec(**over) -> OwmiSpec:

@@ -39,11 +39,44 @@ def model_config(spec: str, field: str):
                         f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
 
 
+def check_readout(spec) -> None:
+    """The read-out's own needs, before any model loads: ``constrained`` needs the grammar library."""
+    if spec.readout != "constrained":
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("llguidance") is None:
+        raise UserError("readout: 'constrained' decodes under a JSON grammar and needs llguidance, which is not "
+                        "installed: pip install llguidance==1.9.1 (or use --readout generated or choice)")
+    raise UserError("readout: 'constrained' is not wired to the grammar decoder in this build yet; use "
+                    "--readout generated or choice")
+
+
+def check_choice_options(spec, backend, field: str, n_layers: int | None = None) -> None:
+    """Under ``choice``, every probe family's closed option set must be distinct token sequences under
+    the model's tokenizer (checked once the tokenizer is loaded, before any forward). ``n_layers``: the
+    tested model's (an observer is asked about that model's layers), by default ``backend``'s own."""
+    if spec.readout != "choice":
+        return
+    from tamperbench.owmi.choice import closed_set, tokenize
+
+    if getattr(backend, "model", None) is None or getattr(backend, "tokenizer", None) is None:
+        raise UserError(f"{field}: readout 'choice' reads next-token log-probabilities of a local model's "
+                        "weights; this backend offers none (use --readout generated)")
+    n_layers = n_layers or int(backend.model.config.num_hidden_layers)
+    for fam in spec.probes:
+        try:
+            tokenize(backend.tokenizer, closed_set(fam, n_layers))
+        except ValueError as err:
+            raise UserError(f"{field}: readout 'choice': {err}") from None
+
+
 def preflight(spec) -> None:
     """Every (model, object) of ``spec``, checked before any compute; one line naming both."""
     from tamperbench.models.registry import scheme_of
     from tamperbench.owmi.objects import resolve
 
+    check_readout(spec)
     for i, name in enumerate(spec.models):
         if scheme_of(name) in NO_HOOK_SCHEMES:
             from tamperbench.models.protocols import Capability

@@ -43,7 +43,7 @@ def _rows(rng, *, benchmark, p_int, p_sham, doses=(4.0, 8.0), n_items=24, seeds=
                         rec = dict(
                             key=trial_key([pid, cond, fam]), pair_id=pid, cell_id=f"{benchmark}-{dose}-{fam}",
                             model="synthetic-model", model_revision="rev0123456789abcdef", dtype="float32",
-                            quantized=False, temperature=0.0, top_p=1.0, max_new_tokens=32, benchmark=benchmark,
+                            quantized=False, temperature=0.0, top_p=1.0, max_new_tokens=32, readout="generated", benchmark=benchmark,
                             domain="knowledge" if i % 2 else "arithmetic", item_id=f"{benchmark}-item{i}",
                             item_provenance="{}", object_kind="resid_post", site="resid_post.15", layer=15,
                             operator="add", dose=dose, positions="all", when="prefill", seed=s, condition=cond,

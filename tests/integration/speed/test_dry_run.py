@@ -99,7 +99,7 @@ def _stored_owmi_records(run_dir, spec, keys):
     store.ensure_table(RUNS_TABLE, OwmiRun)
     store.write(RUNS_TABLE, [OwmiRun(
         key=k, pair_id="p", cell_id="c", model="embedded", model_revision="r", dtype="float32", quantized=True,
-        temperature=0.0, top_p=1.0, max_new_tokens=20, benchmark="builtin", domain="knowledge", item_id="i",
+        temperature=0.0, top_p=1.0, max_new_tokens=20, readout="generated", benchmark="builtin", domain="knowledge", item_id="i",
         item_provenance="{}", object_kind="resid_post", site="resid_post.12", layer=12, operator="add", dose=64.0,
         positions="task", when="prefill", seed=0, condition="sham", hook_scope="active", track="A",
         probe_family="detection", probe_text="p", prompt_text="t", prompt_ids=[1], intervened_positions=[],

@@ -62,7 +62,7 @@ def test_rubric_and_corruption():
 
 def _row(item, cond, output, **kw):
     base = dict(key=f"{item}-{cond}", pair_id=f"p-{item}", cell_id="c", model="m", model_revision="r", dtype="float32",
-                quantized=False, temperature=0.0, top_p=1.0, max_new_tokens=8, benchmark="b", domain="knowledge",
+                quantized=False, temperature=0.0, top_p=1.0, max_new_tokens=8, readout="generated", benchmark="b", domain="knowledge",
                 item_id=item, item_provenance="{}", object_kind="resid_post", site="resid_post.1", layer=1,
                 operator="add", dose=1.0, positions="task", when="prefill", seed=0, condition=cond,
                 hook_scope="active", track="B_delayed", probe_family="detection", probe_text="p", prompt_text="t",

@@ -116,7 +116,7 @@ def _rows(ident: dict, hits: int, fas: int, n: int = 10) -> list[OwmiRun]:
         for cond, det in (("intervention", i < hits), ("sham", i < fas)):
             out.append(OwmiRun(
                 key=trial_key([ident["dtype"], ident["quantized"], i, cond]), pair_id=f"p{i}", cell_id="c",
-                temperature=0.0, top_p=1.0, max_new_tokens=8, benchmark="b", domain="knowledge", item_id=f"item{i}",
+                temperature=0.0, top_p=1.0, max_new_tokens=8, readout="generated", benchmark="b", domain="knowledge", item_id=f"item{i}",
                 item_provenance="{}", object_kind="resid_post", site="resid_post.3", layer=3, operator="add", dose=4.0,
                 positions="task", when="prefill", seed=0, condition=cond, hook_scope="active", track="A",
                 probe_family="detection", probe_text="p", prompt_text="t", prompt_ids=[1], intervened_positions=[],

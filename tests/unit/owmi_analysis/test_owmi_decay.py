@@ -265,7 +265,7 @@ def _store(run, rows, *, construct=False):
 
     make = OwmiRun.model_construct if construct else OwmiRun
     recs = [make(**{k: v for k, v in r.items() if k not in ("run", "key")}, key=trial_key([r["key"]]), cell_id="c",
-                 quantized=False, temperature=0.0, top_p=1.0, max_new_tokens=8, domain="knowledge",
+                 quantized=False, temperature=0.0, top_p=1.0, max_new_tokens=8, readout="generated", domain="knowledge",
                  item_provenance="{}", object_kind="resid_post", layer=12, positions="task", when="prefill",
                  probe_text="p", prompt_text="t", prompt_ids=[1], intervened_positions=[], response="{}",
                  finish_reason="stop") for r in rows]

@@ -274,7 +274,8 @@ def test_cell_record_roles_fdr_and_unknown_track_message():
                         "normal p from the bootstrap SE)")
     (cell,) = d["cells"]
     assert cell["cell"] == {"model": "m", "model_revision": "rev", "dtype": "float32", "quantized": False, "benchmark": "b",
-                            "site": "resid_post.1", "operator": "add", "dose": 8.0, "hook_scope": "active"}
+                            "site": "resid_post.1", "operator": "add", "dose": 8.0, "hook_scope": "active",
+                            "readout": "generated"}
     assert [(c["contrast"], c["role"]) for c in cell["contrasts"]] == [
         ("A - B_delayed", "primary (Eq. 19)"), ("B_delayed - C", "primary (Eq. 19)"),
         ("A - B_visible", "secondary: immediate-path context, not delay")]

@@ -73,6 +73,11 @@ def _two(tmp: Path, which: str) -> dict:
     return _score(tmp, which, m + copy)
 
 
+def _entry(rev=REV["m"], dtype="float32", q=False) -> dict:
+    """A model-level entry's fields: the identity and its read-out."""
+    return {**_fields(rev, dtype, q), "readout": "generated"}
+
+
 def _fields(rev=REV["m"], dtype="float32", q=False) -> dict:
     return {"model": "m", "model_revision": rev, "dtype": dtype, "quantized": q}
 
@@ -98,7 +103,7 @@ def test_one_identity_keeps_its_name_as_key_and_gains_its_fields(tmp_path):
     assert list(got) == ["m"]  # a single-identity run keeps the key it had before identities
     assert {k: got["m"][k] for k in (*identity.FIELDS, "label")} == {**_fields(), "label": "m @ revmmmmmmmmm float32"}
     assert got["m"]["estimable"] is True and got["m"]["pairs"] == 24
-    assert result["model_claims"] == [{**_fields(), "label": "m @ revmmmmmmmmm float32",
+    assert result["model_claims"] == [{**_entry(), "label": "m @ revmmmmmmmmm float32",
                                               "structure": structure_claim(got["m"]), "decay": DECAY_NA.format(n=2)}]
 
 
@@ -111,9 +116,9 @@ def test_two_dtypes_of_one_name_are_two_entries_and_two_claim_lines(tmp_path, al
     assert {k: got[bf16][k] for k in identity.FIELDS} == _fields(dtype="bfloat16")
     _scaled(got[bf16], 2.0, alone)
     assert result["model_claims"] == [
-        {**_fields(dtype="bfloat16"), "label": bf16, "structure": structure_claim(got[bf16]),
+        {**_entry(dtype="bfloat16"), "label": bf16, "structure": structure_claim(got[bf16]),
          "decay": DECAY_NA.format(n=2)},
-        {**_fields(), "label": f32, "structure": structure_claim(got[f32]), "decay": DECAY_NA.format(n=2)}]
+        {**_entry(), "label": f32, "structure": structure_claim(got[f32]), "decay": DECAY_NA.format(n=2)}]
     md = to_markdown(result)
     for label in (bf16, f32):
         assert md.count(f"- **{label}** (model level): ") == 1
@@ -129,10 +134,10 @@ def test_two_revisions_of_one_name_are_two_entries_with_revisions_told_apart(tmp
     a, c = "m @ revmmmmmmmmmmmm float32", "m @ revmmmmmmmmmmmo float32"  # 15 characters: the first 14 agree
     assert list(got) == [a, c]
     assert got[a] == {**alone, "label": a}
-    assert got[c] == {**_fields(rev=REV_C), "label": c, "estimable": False, "pairs": 12, "reason": NOT_EST}
+    assert got[c] == {**_entry(rev=REV_C), "label": c, "estimable": False, "pairs": 12, "reason": NOT_EST}
     assert result["model_claims"] == [
-        {**_fields(), "label": a, "structure": structure_claim(alone), "decay": DECAY_NA.format(n=2)},
-        {**_fields(rev=REV_C), "label": c, "structure": f"domain/object structure: not assessable ({NOT_EST})",
+        {**_entry(), "label": a, "structure": structure_claim(alone), "decay": DECAY_NA.format(n=2)},
+        {**_entry(rev=REV_C), "label": c, "structure": f"domain/object structure: not assessable ({NOT_EST})",
          "decay": DECAY_NA.format(n=1)}]
     # the per-weights pools show the same 15 characters (12 would print one label twice)
     assert [p["pool"] for p in result["pooled"]] == [
@@ -166,8 +171,8 @@ def test_an_identity_without_a_complete_pair_has_a_claim_line_but_no_variance_en
     f32, bf16 = "m @ revmmmmmmmmm float32", "m @ revmmmmmmmmm bfloat16"
     assert result["variance"] == {f32: {**alone, "label": f32}}
     assert result["model_claims"] == [
-        {**_fields(), "label": f32, "structure": structure_claim(alone), "decay": DECAY_NA.format(n=2)},
-        {**_fields(dtype="bfloat16"), "label": bf16, "structure": "domain/object structure: not assessable (no estimate)",
+        {**_entry(), "label": f32, "structure": structure_claim(alone), "decay": DECAY_NA.format(n=2)},
+        {**_entry(dtype="bfloat16"), "label": bf16, "structure": "domain/object structure: not assessable (no estimate)",
          "decay": DECAY_NA.format(n=2)}]
 
 

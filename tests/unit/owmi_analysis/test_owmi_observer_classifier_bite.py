@@ -27,7 +27,7 @@ INHERITED = dict(parse_error="x", confidence=0.7, js_mean=0.1, js_max=0.2, js_po
 def _row(item, cond, output, *, track="B_delayed", model="m", family="detection", **kw):
     base = dict(key=f"{model}-{track}-{item}-{cond}-{family}", pair_id=f"p-{model}-{track}-{item}", cell_id="c",
                 model=model, model_revision="r", dtype="float32", quantized=False, temperature=0.0, top_p=1.0,
-                max_new_tokens=8, benchmark="b", domain="knowledge", item_id=item, item_provenance="{}",
+                max_new_tokens=8, readout="generated", benchmark="b", domain="knowledge", item_id=item, item_provenance="{}",
                 object_kind="resid_post", site="resid_post.1", layer=1, operator="add", dose=1.0, positions="task",
                 when="prefill", seed=0, condition=cond, hook_scope="active", track=track, probe_family=family,
                 probe_text="first-person probe", prompt_text="t", prompt_ids=[1, 2], intervened_positions=[5],

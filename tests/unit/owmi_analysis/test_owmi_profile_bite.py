@@ -49,7 +49,7 @@ def _records():
                         out.append(OwmiRun(
                             key=trial_key([pid, cond]), pair_id=pid, cell_id="c", model=model,
                             model_revision=REV[model], dtype="float32", quantized=False, temperature=0.0, top_p=1.0,
-                            max_new_tokens=8, benchmark="b", domain="knowledge" if i % 2 else "arithmetic",
+                            max_new_tokens=8, readout="generated", benchmark="b", domain="knowledge" if i % 2 else "arithmetic",
                             item_id=f"item{i}", item_provenance="{}", object_kind="resid_post", site=site, layer=3,
                             operator="add", dose=4.0, positions="task", when="prefill", seed=seed, condition=cond,
                             hook_scope="active", track="A", probe_family="detection", probe_text="p",
@@ -187,7 +187,7 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
         "m [revmmmmmmmmm, float32] all detection cells", "m2 [rev222222222, float32] all detection cells",
         "all models [float32, full precision]"]
     for pool, rs in zip(result["pooled"], (by["m"], by["m2"], det_rows)):
-        assert {k: v for k, v in pool.items() if k != "pool"} == detection_entry(rs, N_BOOT, SEED)
+        assert {k: v for k, v in pool.items() if k not in ("pool", "readout")} == detection_entry(rs, N_BOOT, SEED)
     # variance: one graded margin s = g_int - g_sham per complete pair, with its domain, site, item, seed
     pairs = {}
     for m, rs in by.items():
@@ -197,7 +197,7 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
                      "object": ints[k]["site"], "item": ints[k]["item_id"], "seed": ints[k]["seed"]}
                     for k in sorted(ints)]
     got = result["variance"]
-    ident = {m: {"model": m, "model_revision": REV[m], "dtype": "float32", "quantized": False,
+    ident = {m: {"model": m, "model_revision": REV[m], "dtype": "float32", "quantized": False, "readout": "generated",
                  "label": f"{m} @ {REV[m][:12]} float32"} for m in ("m", "m2")}
     assert got["m2"] == {**ident["m2"], "estimable": False, "pairs": 12,
                          "reason": "needs >= 2 domains, >= 2 objects and >= 8 complete pairs"}
@@ -265,7 +265,7 @@ def test_all_models_pool_only_within_one_precision(precisions):
     assert {r["model"] for r in f32} == {"m", "m2"}
     pool = result["pooled"][-1]
     assert pool["complete"]["pairs"] == 36  # 24 + 12: m3's 12 bfloat16 pairs stay out
-    assert {k: v for k, v in pool.items() if k != "pool"} == detection_entry(f32, 5, SEED)
+    assert {k: v for k, v in pool.items() if k not in ("pool", "readout")} == detection_entry(f32, 5, SEED)
     assert result["all_models_pool"]["formed"] == ["all models [float32, full precision]"]
     assert result["all_models_pool"]["reason"] == (
         "runs at 2 precisions (bfloat16, full precision: 1 model revision; float32, full precision: 2 model revisions) "
@@ -336,7 +336,7 @@ def test_dose_ladder_reaches_its_cells_claims_and_variance_pairs_match_within_dt
     assert sorted({r["dose"] for r in lad_rows}) == [4.0, 8.0] and len(lad_rows) == 48 + 20 * 2 * 4
     cell = {"model": "m", "model_revision": REV["m"], "dtype": "float32", "quantized": False, "benchmark": "b",
             "site": "resid_post.3",
-            "operator": "add", "probe_family": "detection", "track": "A", "hook_scope": "active"}
+            "operator": "add", "probe_family": "detection", "track": "A", "hook_scope": "active", "readout": "generated"}
     want = ladder_entry(lad_rows, 100, 0)  # the default dose_boot (100) and seed (0)
     assert want["identified"] is True and not _close(want, ladder_entry(lad_rows, 101, 0))  # dose_boot shows
     assert len(result["ladders"]) == 1 and result["ladders"][0]["cell"] == cell

@@ -43,7 +43,7 @@ from tamperbench.errors import UserError
 from tamperbench.owmi.analysis import identity
 from tamperbench.owmi.analysis.fmt import ci, esc, num
 
-DECAY_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "site", "operator", "dose", "hook_scope")
+DECAY_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "site", "operator", "dose", "hook_scope", "readout")
 PRIMARY = (("A", "B_delayed"), ("B_delayed", "C"))  # Eq. 19, Track B = the genuinely delayed path
 SECONDARY = (("A", "B_visible"), ("A", "B_masked"))  # immediate-path context contrasts, not delay
 ENG = "tests/integration/owmi/test_owmi_engine_embedded.py"

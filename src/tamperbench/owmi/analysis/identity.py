@@ -27,8 +27,16 @@ def of(row: dict) -> tuple:
 
 
 def value(row: dict, field: str):
-    """``row[field]`` as a cell key uses it: the quantized flag normalised like ``of``."""
+    """``row[field]`` as a cell key uses it: the quantized flag normalised like ``of``, and a missing
+    read-out read as ``generated`` (records written before the read-out was recorded decoded their answers)."""
+    if field == "readout":
+        return row.get("readout") or "generated"
     return bool(row.get(field)) if field == "quantized" else row.get(field)
+
+
+def readout(row: dict) -> str:
+    """The read-out of a run row or cell (``generated`` where none is recorded)."""
+    return str(value(row, "readout"))
 
 
 def fields(ident: tuple) -> dict:

@@ -55,6 +55,14 @@ def _precision(dtype: str, quantized: bool) -> str:
     return f"{dtype}, {'quantized' if quantized else 'full precision'}"
 
 
+def readout_tag(readout: str) -> str:
+    """What a pool or model-level label adds for its read-out: nothing for ``generated`` (the labels runs
+    have always had), else e.g. ", choice read-out (token-level)"."""
+    if readout == "generated":
+        return ""
+    return f", {readout} read-out" + (" (token-level)" if readout == "choice" else "")
+
+
 def _pools(det_rows: list[dict], n_boot: int, seed: int) -> tuple[list[dict], dict]:
     """The labelled pools of the detection table, and why each all-models pool was or was not formed.
 
@@ -71,27 +79,28 @@ def _pools(det_rows: list[dict], n_boot: int, seed: int) -> tuple[list[dict], di
     revision shows 12 characters, more where two revisions share those (``identity.rev_chars``).
     """
     by_model: dict[tuple, list[dict]] = defaultdict(list)
-    for r in det_rows:
-        by_model[identity.of(r)].append(r)
+    for r in det_rows:  # one pool per weights and read-out: a verbal and a token-level read-out are never pooled
+        by_model[(*identity.of(r), identity.readout(r))].append(r)
     pooled = []
     n = identity.rev_chars(k[1] for k in by_model)
-    for (m, rev, dt, q), rs in sorted(by_model.items()):
-        pooled.append({"pool": f"{m} [{rev[:n]}, {dt}{', quantized' if q else ''}] all detection cells",
-                       **detection_entry(rs, n_boot, seed)})
+    for (m, rev, dt, q, ro), rs in sorted(by_model.items()):
+        pooled.append({"pool": f"{m} [{rev[:n]}, {dt}{', quantized' if q else ''}{readout_tag(ro)}] all detection cells",
+                       "readout": ro, **detection_entry(rs, n_boot, seed)})
     by_precision: dict[tuple, list[tuple]] = defaultdict(list)
     for k in sorted(by_model):
-        by_precision[(k[2], k[3])].append(k)
+        by_precision[(k[2], k[3], k[4])].append(k)
     formed = []
-    for (dt, q), keys in sorted(by_precision.items()):
+    for (dt, q, ro), keys in sorted(by_precision.items()):
         if len(keys) < 2:
             continue
-        label = f"all models [{_precision(dt, q)}]"
+        label = f"all models [{_precision(dt, q)}{readout_tag(ro)}]"
         pool_rows = [{**r, "pair_id": f"{k}|{r['pair_id']}"} for k in keys for r in by_model[k]]
-        pooled.append({"pool": label, **detection_entry(pool_rows, n_boot, seed)})
+        pooled.append({"pool": label, "readout": ro, **detection_entry(pool_rows, n_boot, seed)})
         formed.append(label)
-    found = [{"dtype": dt, "quantized": q, "model_weights": len(keys)} for (dt, q), keys in sorted(by_precision.items())]
-    names = "; ".join(f"{_precision(f['dtype'], f['quantized'])}: {f['model_weights']} model revision"
-                     f"{'s' if f['model_weights'] != 1 else ''}" for f in found)
+    found = [{"dtype": dt, "quantized": q, "model_weights": len(keys), **({"readout": ro} if ro != "generated" else {})}
+             for (dt, q, ro), keys in sorted(by_precision.items())]
+    names = "; ".join(f"{_precision(f['dtype'], f['quantized'])}{readout_tag(f.get('readout', 'generated'))}: "
+                      f"{f['model_weights']} model revision{'s' if f['model_weights'] != 1 else ''}" for f in found)
     if not by_model:
         reason = "no detection rows"
     elif len(by_model) < 2:
@@ -196,8 +205,8 @@ def _model_level(rows: list[dict], det_rows: list[dict], decay: dict) -> tuple[d
     idents = [identity.of(r) for r in rows]
     labels, keys = identity.labels(idents), identity.keys(idents)
     by_ident: dict[tuple, list[dict]] = defaultdict(list)
-    for r in det_rows:
-        by_ident[identity.of(r)].append(r)
+    for r in det_rows:  # per identity and read-out (a verbal and a token-level read-out are never pooled)
+        by_ident[(identity.of(r), identity.readout(r))].append(r)
     pairs: dict[tuple, list[dict]] = defaultdict(list)
     for ident, rs in sorted(by_ident.items()):  # fields required for analysis (records.REQUIRED): strings, a bool
         p = paired_detection([r for r in rs if r["condition"] in ("intervention", "sham")])
@@ -206,10 +215,16 @@ def _model_level(rows: list[dict], det_rows: list[dict], decay: dict) -> tuple[d
             r = design[pid]
             pairs[ident].append({"s": ga - gb, "domain": r["domain"], "object": r["site"], "item": r["item_id"],
                                  "seed": r["seed"]})
-    est = variance_entry({keys[i]: ps for i, ps in pairs.items()})
-    variance = {keys[i]: {**identity.fields(i), "label": labels[i], **est[keys[i]]} for i in pairs}
-    decay_ids = [identity.of(c["cell"]) for c in decay["cells"]]
-    claims = [{**identity.fields(i), "label": labels[i],
-               "structure": structure_claim(variance[keys[i]] if i in pairs else {}),
-               "decay": decay_summary(decay, i)} for i in dict.fromkeys([*pairs, *decay_ids])]
+
+    def key(i: tuple, ro: str) -> str:  # a generated entry keeps the key it always had
+        return keys[i] if ro == "generated" else f"{keys[i]} · {ro} read-out"
+
+    est = variance_entry({key(*k): ps for k, ps in pairs.items()})
+    variance = {key(*k): {**identity.fields(k[0]), "readout": k[1], "label": labels[k[0]] + readout_tag(k[1]),
+                          **est[key(*k)]} for k in pairs}
+    decay_ids = [(identity.of(c["cell"]), identity.readout(c["cell"])) for c in decay["cells"]]
+    claims = [{**identity.fields(i), "readout": ro, "label": labels[i] + readout_tag(ro),
+               "structure": structure_claim(variance[key(i, ro)] if (i, ro) in pairs else {}),
+               "decay": decay_summary({**decay, "cells": [c for c in decay["cells"] if identity.readout(c["cell"]) == ro]},
+                                      i)} for i, ro in dict.fromkeys([*pairs, *decay_ids])]
     return variance, claims

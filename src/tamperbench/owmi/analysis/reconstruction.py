@@ -38,7 +38,7 @@ from tamperbench.owmi.analysis.fmt import NO_PARSED, cell_label, ci, esc, margin
 from tamperbench.owmi.analysis.recon_rule import PAPER, RULE, concept_key, names_concept
 
 JOINT_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "site", "operator", "dose", "track",
-                "hook_scope")  # score.CELL_FIELDS less the probe family: a detection cell and its reconstruction cell
+                "hook_scope", "readout")  # score.CELL_FIELDS less the probe family: a detection cell and its reconstruction cell
 CONTROLS = ("random_matched", "random_unit", "observer")
 _CONTROL_OF = {"random_matched": ("random_matched",), "random_unit": ("random_unit",), "observer": ("observer",)}
 

@@ -2,9 +2,16 @@
 dose-response, variance components, with the anchors beside them (Sections 3.4-3.6, 7; App. C-D).
 
 A cell here is (model, revision, dtype, quantized, benchmark, site, operator, dose, probe family,
-track, hook scope): runs of different precision are never pooled (Appendix D.4; a dequantized GGUF
-read at float32 is not float32 weights, so the quantized flag is part of the cell), and scopes stay apart
-because the scope contrast is itself a quantity of interest (Section 3.6). A pooled row per model
+track, hook scope, read-out): runs of different precision are never pooled (Appendix D.4; a dequantized GGUF
+read at float32 is not float32 weights, so the quantized flag is part of the cell), scopes stay apart
+because the scope contrast is itself a quantity of interest (Section 3.6), and read-outs stay apart
+because a verbal report and a token-level read-out are distinct quantities (C.7).
+
+The read-out in the analysis view (``load_runs``): a ``choice`` row's continuous score is its
+token-level g = P(yes) / (P(yes) + P(no)) (``choice_g``; its verbal ``graded`` is empty), so the view's
+``graded`` -- the score AUROC and the control margins use -- is ``choice_g`` where a row has one. A cell
+holds one read-out, so a verbal score and a token-level one never meet in one estimate. Rows of a run
+directory written before the read-out was recorded read as ``generated`` (they decoded their answers). A pooled row per model
 (and over all models of one precision: ``profile._pools``) is added to the detection table, each
 clearly labelled.
 
@@ -25,7 +32,7 @@ from tamperbench.errors import UserError
 from tamperbench.owmi.analysis import identity
 
 CELL_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "site", "operator", "dose", "probe_family",
-               "track", "hook_scope")
+               "track", "hook_scope", "readout")
 LADDER_FIELDS = tuple(f for f in CELL_FIELDS if f != "dose")
 ALPHAS = (0.05, 0.01, 0.0001)
 # Eq. 10 and D.4 as implemented, beside the paper's form (named in every output that shows m0 or lambda)
@@ -58,6 +65,7 @@ def load_runs(paths: Sequence[str | Path]) -> tuple[list[dict], list[dict], list
             if store.has_table(RUNS_TABLE):
                 found = True
                 for r in store.rows(RUNS_TABLE):
+                    r = analysis_view(r)
                     miss = missing_required(r)
                     if miss:
                         excluded.append({"run": str(p), "key": r.get("key"), "missing": miss})
@@ -72,6 +80,16 @@ def load_runs(paths: Sequence[str | Path]) -> tuple[list[dict], list[dict], list
     from tamperbench.owmi.analysis.observers import join_subject
 
     return join_subject(rows), anchors, excluded
+
+
+def analysis_view(row: dict) -> dict:
+    """A stored row as the scorer reads it (module docstring): the read-out of an older row that has no
+    such column is ``generated``; a token-level g is the row's continuous score."""
+    if "readout" not in row:
+        row = {**row, "readout": "generated"}
+    if row.get("choice_g") is not None:
+        row = {**row, "graded": row["choice_g"]}
+    return row
 
 
 def group_cells(rows: list[dict], fields=CELL_FIELDS) -> dict[tuple, list[dict]]:
