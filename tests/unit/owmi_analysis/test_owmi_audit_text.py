@@ -13,7 +13,7 @@ from tamperbench.store import RunStore
 from tamperbench.store.run_store import trial_key
 
 BASE = dict(cell_id="c", model="m", model_revision="subject-rev", dtype="float32", quantized=False, temperature=0.0,
-            top_p=1.0, max_new_tokens=8, benchmark="b", domain="knowledge", item_provenance="{}",
+            top_p=1.0, max_new_tokens=8, readout="generated", benchmark="b", domain="knowledge", item_provenance="{}",
             object_kind="resid_post", site="resid_post.1", layer=1, operator="add", dose=8.0, positions="task",
             when="prefill", seed=0, probe_family="detection", probe_text="p", prompt_text="t", prompt_ids=[1],
             intervened_positions=[], response="{}", finish_reason="stop", track="A", hook_scope="active")
