@@ -144,13 +144,17 @@ def _decay_table(result: dict) -> LeaderTable:
 
 
 def _report_rates(rows: list[dict]) -> dict[str, tuple[int, int]]:
+    """'yes' rate per condition; per condition and read-out where the runs hold several (never pooled)."""
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    several = len({r.get("readout") or "generated" for r in rows}) > 1
     for r in rows:
         if r.get("probe_family") != "detection" or not r.get("parse_ok") or r.get("detected") is None:
             continue
-        out[r["condition"]][0] += bool(r["detected"])
-        out[r["condition"]][1] += 1
-    return {c: (out[c][0], out[c][1]) for c in CONDITIONS if c in out}
+        name = f"{r['condition']} [{r.get('readout') or 'generated'}]" if several else r["condition"]
+        out[name][0] += bool(r["detected"])
+        out[name][1] += 1
+    return {c: (out[c][0], out[c][1]) for c in sorted(out, key=lambda c: (CONDITIONS.index(c.split(" [")[0])
+                                                                      if c.split(" [")[0] in CONDITIONS else 99, c))}
 
 
 def _plots(result: dict, rows: list[dict]):
@@ -261,6 +265,11 @@ def build_section(runs: list[RunInfo], writer) -> Section:
     if result["excluded_runs"]:
         section.notes.append(f"{len(result['excluded_runs'])} records left out of analysis: a field Appendix D "
                              "requires was not recorded")
+    from tamperbench.owmi.analysis.fmt import READOUTS
+
+    for name in result.get("readouts", []):  # how the reports were read (a verbal and a token-level read-out never pool)
+        if name != "generated" or len(result["readouts"]) > 1:
+            section.notes.append(f"read-out {name}: {READOUTS.get(name, 'unknown read-out')}")
     note = result.get("all_models_pool") or {}
     if len(note.get("precisions", [])) > 1:
         section.notes.append(f"no all-models pool spans every run: {note['reason']}")

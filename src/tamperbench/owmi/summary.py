@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tamperbench.errors import UserError
+from tamperbench.owmi.analysis.fmt import READOUT_TAGS, READOUTS
+from tamperbench.owmi.analysis.score import analysis_view
 from tamperbench.owmi.records import RUNS_TABLE, analysable
 from tamperbench.store import RunStore
 
@@ -41,18 +43,23 @@ def render(run_dir: str | Path, console: Console) -> list[tuple]:
         if store.spec_dict.get("suite") != "owmi" or not store.has_table(RUNS_TABLE):
             raise UserError(f"{run_dir}: not an OWMI run (no {RUNS_TABLE} table)")
         rows = store.con.execute(SQL).fetchall()
-        all_rows = store.rows(RUNS_TABLE)
+        all_rows = [analysis_view(r) for r in store.rows(RUNS_TABLE)]  # an older run's rows read as generated
         bad = sum(not analysable(r) for r in all_rows)
         cal = store.rows("owmi_calibration") if store.has_table("owmi_calibration") else []
-    t = Table(title=f"OWMI {run_dir}: runs per track x scope x condition (observer tier in brackets)")
+        readout = str(store.spec_dict.get("readout") or "generated")
+    by_construction = " (by construction)" if readout == "choice" else ""
+    t = Table(title=f"OWMI {run_dir}: runs per track x scope x condition (observer tier in brackets); "
+              f"{READOUT_TAGS.get(readout, readout)}")
     for col in ("track", "scope", "condition", "runs", "paired w/ intervention", "parsed", "yes-rate (descr.)",
                 "C rubric flag", "mean JS", "causal effect"):
         t.add_column(col)
     f = lambda x, d=3: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
     for track, scope, cond, tier, runs, paired, parsed, yes, rub, js, ce in rows:
         name = f"{cond} [{tier}]" if cond == "observer" else cond
-        t.add_row(track, scope, name, str(runs), str(paired), f"{parsed}/{runs}", f(yes, 2), f(rub, 2), f(js, 4), f(ce, 3))
+        t.add_row(track, scope, name, str(runs), str(paired), f"{parsed}/{runs}{by_construction}", f(yes, 2), f(rub, 2),
+                  f(js, 4), f(ce, 3))
     console.print(t)
+    console.print(f"read-out {readout}: {READOUTS.get(readout, 'unknown read-out')}", markup=False)
     for c in cal:
         console.print(f"impact matching {c['site']} {c['operator']}={c['dose']} ({_frame(c)}; {c.get('path')} "
                       f"E[D(eta)]): target mean JS {c['target_js']:.5f}, achieved {c['achieved_js']:.5f} at norm "

@@ -34,9 +34,29 @@ def ci(interval, nd=4) -> str:
 
 
 def cell_label(c: dict) -> str:
-    """One cell as a readable label (the identity fields are shown separately)."""
+    """One cell as a readable label (the identity fields are shown separately); a read-out other than
+    ``generated`` is named in it (a verbal and a token-level read-out are different cells)."""
+    readout = c.get("readout") or "generated"
     return (f"{c['benchmark']} · {c['site']} · {c['operator']}@{c['dose']:g} · {c['probe_family']} · "
-            f"track {c['track']} · {c['hook_scope']}")
+            f"track {c['track']} · {c['hook_scope']}" + ("" if readout == "generated" else f" · {READOUT_TAGS[readout]}"))
+
+
+READOUT_TAGS = {"generated": "generated read-out", "constrained": "grammar-constrained read-out",
+                "choice": "choice read-out (token-level)"}
+READOUTS = {
+    "generated": "the probe's JSON answer decoded greedily and parsed afterwards (a verbal report; the paper's read-out); "
+                 "an unparsed answer is an outcome, never imputed",
+    "constrained": "the probe's JSON answer decoded greedily under a grammar built from the probe's JSON schema (a "
+                   "verbal report whose format is enforced: its parse rate measures content, not format)",
+    "choice": "a token-level read-out, not a verbal report (C.7): the answer's JSON prefix is teacher-forced and each "
+              "option of the probe's closed set scored by its log-probability; detection's score is g = P(yes) / "
+              "(P(yes) + P(no)); nothing is decoded, so the parse rate is 1 by construction",
+}
+
+
+def readout_parse_note(readout: str | None) -> str:
+    """What a parse rate means under a read-out: empty for a decoded one."""
+    return " (1 by construction: token-level read-out)" if readout == "choice" else ""
 
 
 NO_PARSED = "no parsed pairs"

@@ -19,6 +19,7 @@ from tamperbench.owmi.analysis.damage import corruption, damage_key, task_damage
 from tamperbench.owmi.analysis.probe_match import anchor_intervention, other_probe_note, reads_cell
 from tamperbench.owmi.analysis.decay import decay_contrasts
 from tamperbench.owmi.analysis.score import (CELL_FIELDS, LADDER_FIELDS, group_cells, confidence_entry, detection_entry,
+                                             readout_entry,
                                              ladder_entry, load_runs, variance_entry)
 
 
@@ -128,7 +129,7 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
     cells: list[dict[str, Any]] = []
     for key, rs in group_cells(rows).items():
         cell = dict(zip(CELL_FIELDS, key))
-        entry: dict[str, Any] = {"cell": cell, "runs": len(rs)}
+        entry: dict[str, Any] = {"cell": cell, "runs": len(rs), "readout": readout_entry(cell["readout"])}
         if cell["operator"] == "add":  # the concepts the cell injected: what its own probe must read (C.8)
             entry["concepts"] = sorted({r["concept"] for r in rs if r["condition"] == "intervention" and r.get("concept")})
         if cell["probe_family"] in ("detection", "confidence"):
@@ -184,7 +185,8 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
     return {"runs": [str(p) for p in paths], "n_rows": len(rows), "excluded_runs": excluded, "cells": cells,
             "pooled": pooled, "all_models_pool": all_models, "bh": bh, "ladders": list(ladders.values()),
             "variance": variance, "anchors": anchors, "decay": decay, "model_claims": model_claims,
-            "reconstruction": {"rule": rc.RULE, "paper": rc.PAPER, "human_validation": recon_validation}}
+            "reconstruction": {"rule": rc.RULE, "paper": rc.PAPER, "human_validation": recon_validation},
+            "readouts": sorted({identity.readout(r) for r in rows})}
 
 
 def _model_level(rows: list[dict], det_rows: list[dict], decay: dict) -> tuple[dict, list[dict]]:

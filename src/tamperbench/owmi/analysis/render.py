@@ -15,7 +15,8 @@ from pathlib import Path
 from tamperbench.fsio import atomic_open, atomic_write
 from tamperbench.owmi.analysis import identity
 from tamperbench.owmi.analysis.score import DOSE_MODEL
-from tamperbench.owmi.analysis.fmt import NO_PARSED, cell_label, ci, drop_empty_sections, esc, margin, num, parse_line
+from tamperbench.owmi.analysis.fmt import (NO_PARSED, READOUTS, cell_label, ci, drop_empty_sections, esc, margin, num,
+                                           parse_line, readout_parse_note)
 
 
 def _anchor_weights(anchor: dict, who: dict) -> str:
@@ -39,7 +40,7 @@ def detection_rows(result: dict) -> list[dict]:
         if not d:
             continue
         comp, inc = d["complete"], d["inclusive"]
-        parse = parse_line(d["parse_rates"])
+        parse = parse_line(d["parse_rates"]) + readout_parse_note(c["cell"].get("readout"))
         mg = d["margins"]
         out.append({"model": c["cell"]["model"], "dtype": c["cell"]["dtype"], "cell": cell_label(c["cell"]),
                     "pairs": comp["pairs"], "excluded": json.dumps(comp["excluded"], sort_keys=True),
@@ -67,6 +68,9 @@ def to_markdown(result: dict) -> str:
     who = identity.result_labels(result)
     L = ["# OWMI score", "", f"Runs: {', '.join(esc(r) for r in result['runs'])} ({result['n_rows']} analysable rows; "
          f"{len(result['excluded_runs'])} excluded for unrecorded required fields)", ""]
+    if result.get("readouts"):  # how the reports were read: a verbal and a token-level read-out never share a cell
+        L += ["## Read-outs (part of every cell: never pooled)", ""]
+        L += [f"- {esc(name)}: {READOUTS.get(name, 'unknown read-out')}" for name in result["readouts"]] + [""]
     L += ["## Reportability profile (per model and cell; never collapsed into one number)", "",
           "| model | cell | d' | AUROC | margin vs random | margin vs observer |", "|---|---|---|---|---|---|"]
     for r in detection_rows(result):

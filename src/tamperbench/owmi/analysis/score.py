@@ -82,6 +82,15 @@ def load_runs(paths: Sequence[str | Path]) -> tuple[list[dict], list[dict], list
     return join_subject(rows), anchors, excluded
 
 
+def readout_entry(name: str) -> dict:
+    """How a cell's reports were read (its JSON ``readout``): a verbal report or a token-level read-out (C.7)."""
+    token = name == "choice"
+    return {"name": name, "kind": "token-level read-out (not a verbal report)" if token else "verbal report",
+            "parse_rate_by_construction": token,
+            "continuous_score": ("g = P(yes) / (P(yes) + P(no)) after the teacher-forced JSON prefix (choice_g)" if token
+                                 else "the reported score / 100 (graded)")}
+
+
 def analysis_view(row: dict) -> dict:
     """A stored row as the scorer reads it (module docstring): the read-out of an older row that has no
     such column is ``generated``; a token-level g is the row's continuous score."""

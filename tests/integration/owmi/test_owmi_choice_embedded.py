@@ -1,0 +1,88 @@
+"""The choice read-out on the embedded model: every record parsed by construction with nothing decoded,
+option log-probabilities equal to a teacher-forced forward computed here independently (the
+intervention applied as the generated read-out applies it), and the batched engine equal to the
+one-at-a-time reference engine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tamperbench.owmi import forward as fw
+from tamperbench.owmi.choice import closed_set, tokenize
+from tamperbench.owmi.spec import quick_spec
+
+pytestmark = pytest.mark.model
+
+SPEC = dict(readout="choice", items_per_benchmark=1, tracks=["A", "B_delayed"], conditions=["intervention", "sham", "observer"],
+            probes=["detection", "localization"], observer_classifier=False, calibration_steps=2, task_max_new_tokens=4)
+
+
+@pytest.fixture(scope="module")
+def choice_unit(embedded_backend, run_one_unit):
+    return run_one_unit(embedded_backend, quick_spec(**SPEC))
+
+
+def test_every_record_is_a_token_level_readout(choice_unit):
+    eng, _unit, _item, rows = choice_unit
+    assert len(rows) == 2 * 2 * 2 * 3  # tracks x probes x scopes x (intervention, sham, observer tier 1)
+    for r in rows:
+        assert (r["readout"], r["parse_ok"], r["corrupted"], r["response"], r["finish_reason"], r["max_new_tokens"]) == \
+            ("choice", True, False, "", "choice", 0)
+        assert r["graded"] is None and r["confidence"] is None  # no verbal quantity is filled in
+        detail = json.loads(r["readout_detail"])
+        cs = closed_set(r["probe_family"], eng.n_layers)
+        assert detail["prefix"] == cs.prefix and detail["options"] == list(cs.options)
+        lps = json.loads(r["choice_logprobs"])
+        assert list(lps) == list(cs.options) and all(v < 0 for v in lps.values())
+        if r["probe_family"] == "detection":
+            assert 0 < r["choice_g"] < 1 and r["detected"] == (r["choice_g"] > 0.5)
+            assert r["choice_g"] == pytest.approx(1 / (1 + pow(2.718281828459045, lps["no"] - lps["yes"])), rel=1e-9)
+        else:
+            assert r["layer_report"] == int(max(lps, key=lps.get)) and r["choice_g"] is None
+
+
+@pytest.mark.parametrize("cond,scope", [("intervention", "active"), ("intervention", "lifted")])
+def test_option_logprobs_equal_an_independent_teacher_forced_forward(choice_unit, embedded_backend, cond, scope):
+    """Track A: the probe context, the JSON prefix and each option fed in one plain forward here, the hook
+    altering the task's declared positions and -- in the active scope -- every position from the probe on."""
+    eng, unit, _item, rows = choice_unit
+    model, tok = embedded_backend.model, embedded_backend.tokenizer
+    for fam in ("detection", "localization"):
+        row = next(r for r in rows if (r["track"], r["probe_family"], r["condition"], r["hook_scope"]) ==
+                   ("A", fam, cond, scope))
+        ctx = eng._context(unit, "A", fam, cond)
+        assert row["prompt_ids"] == ctx.ids
+        prefix, options = tokenize(tok, closed_set(fam, eng.n_layers))
+        got = json.loads(row["choice_logprobs"])
+        # one-token options, "1" (read with its closing brace: "1" prefixes "12") and the two-token "12", "29"
+        for name, ids in [(n, i) for n, i in zip(closed_set(fam, eng.n_layers).options, options)
+                          if n in ("yes", "no", "0", "1", "12", "29")]:
+            full = len(ctx.ids) + len(prefix) + len(ids)
+            altered = ctx.declared + (list(range(ctx.split, full)) if scope == "active" else [])
+            iv = eng.make_iv(unit, cond, altered, "lifted")  # prefill phase: exactly the positions listed
+            want = fw.answer_logprob(model, ctx.ids + prefix, ids, iv)
+            assert got[name] == pytest.approx(want, abs=2e-3), (fam, name)
+    obs = next(r for r in rows if (r["track"], r["probe_family"], r["condition"]) == ("A", "detection", "observer"))
+    prefix, options = tokenize(tok, closed_set("detection", eng.n_layers))
+    want = {n: fw.answer_logprob(model, obs["prompt_ids"] + prefix, ids, None) for n, ids in zip(("yes", "no"), options)}
+    assert json.loads(obs["choice_logprobs"]) == pytest.approx(want, abs=2e-3)
+
+
+def test_batched_and_reference_engines_agree(choice_unit, embedded_backend, run_one_unit, monkeypatch):
+    from tamperbench.owmi import engine as eng_mod
+
+    real = eng_mod.Engine.__init__
+
+    def reference(self, *a, **kw):  # the one-at-a-time engine the batched one is checked against
+        real(self, *a, **{**kw, "batched": False})
+
+    monkeypatch.setattr(eng_mod.Engine, "__init__", reference)
+    _eng, _unit, _item, ref = run_one_unit(embedded_backend, quick_spec(**{**SPEC, "probes": ["localization"]}))
+    batched = {r["key"]: r for r in choice_unit[3] if r["probe_family"] == "localization"}
+    assert sorted(batched) == sorted(r["key"] for r in ref)
+    for r in ref:
+        b = batched[r["key"]]
+        assert json.loads(r["choice_logprobs"]) == pytest.approx(json.loads(b["choice_logprobs"]), abs=2e-3), r["key"]
+        assert (r["detected"], r["layer_report"]) == (b["detected"], b["layer_report"])
