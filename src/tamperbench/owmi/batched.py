@@ -51,6 +51,8 @@ class BatchedMixin:
     make_iv: Any
     observe: Any
     observer_record: Any
+    forced: Any  # owmi/readout.py (ReadoutMixin): how a probe's answer is read
+    answer_rows: Any
 
     def model_conditions(self) -> list[str]:
         return [c for c in self.spec.conditions if c != "observer"]

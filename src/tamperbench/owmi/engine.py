@@ -22,6 +22,7 @@ step's mean JS over the cell's units as one ragged batch, or one teacher-forced 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -261,6 +262,10 @@ class Engine(BatchedMixin, ReadoutMixin):
                 ivs.append(iv)
         return fw.IvGroup(ivs)
 
+    def _row_iv(self, unit: Unit, rows, declared: list[int], i: int) -> Intervention | None:
+        """A fresh copy of batch row i's intervention (row i = (condition, scope) of ``rows``)."""
+        return self.make_iv(unit, rows[i][0], declared, rows[i][1])
+
     def probe_fresh(self, unit: Unit, track: str, conds, families, scopes, max_new: int) -> dict:
         """Tracks A and B_masked: the context does not depend on the condition, so the conditions
         x scopes of the item run as rows of one batch, each row under its own row-targeted hook."""
@@ -290,8 +295,7 @@ class Engine(BatchedMixin, ReadoutMixin):
             tail = ctx.ids[ctx.split:] + self.forced(fam, self.b.tokenizer)
             logits = fw.feed_rows(self.model, cache, torch.tensor([tail] * len(rows)), len(prefix), group, "probe")
             got = self.answer_plain(self.model, cache, logits, len(prefix) + len(tail), fam, max_new, self.eos, group,
-                                    lambda i, ctx=ctx: self.make_iv(unit, rows[i][0], ctx.declared, rows[i][1]),
-                                    self.b.tokenizer)
+                                    functools.partial(self._row_iv, unit, rows, ctx.declared), self.b.tokenizer)
             for (cond, scope), answer in zip(rows, got):
                 out[(cond, fam, scope)] = (ctx.text, ctx.ids, ctx.declared, answer)
         return out

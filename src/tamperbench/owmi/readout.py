@@ -101,7 +101,7 @@ def _plain_branch(model, cache, start: int, iv_for_row) -> ch.Branch:
                 ivs.append(iv)
         group = fw.IvGroup(ivs)
         group.phase, group.offset = "probe", start
-        with fw._hooks(model, group if ivs else None), torch.inference_mode():
+        with fw._hooks(model, group if ivs else None), torch.inference_mode():  # type: ignore[arg-type]
             out = model(input_ids=torch.tensor(blocks, device=next(model.parameters()).device), use_cache=True,
                         logits_to_keep=len(blocks[0]), **{fw._cache_kw(model): sub})
         return out.logits.float()
