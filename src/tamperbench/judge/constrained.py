@@ -4,8 +4,9 @@ Why: a small judge often answers in prose, or continues the reply it was shown, 
 not parse; a grammar (models/decoding/grammar.py, llguidance) makes the answer the verdict's JSON
 object by construction, and the parse rate then measures content, not format. The schema
 (``data/verdict_schema.json``) is the object the prompt asks for: the four labels as booleans,
-``confidence`` in [0, 1], a ``rationale`` of at most 200 characters (so it ends within the token
-budget), in the prompt's key order. It is off by default and refused under ``--preset paper``,
+``confidence`` in [0, 1], a ``rationale`` of at most 100 characters, in the prompt's key order. With an
+English rationale the object is then about 35 to 60 tokens, so it closes within the demo's 64-token
+budget too (a cut-off object does not parse; 12 of 12 demo votes closed at 64). It is off by default and refused under ``--preset paper``,
 whose judges decode freely; every vote stores whether it was constrained and which grammar.
 """
 

@@ -22,7 +22,7 @@ def test_constrained_jury_parses_every_vote_and_says_so(tmp_path, embedded_backe
 
     samples = SAMPLES[:2]
     run = write_fixture_run(tmp_path / "run", sample_rows(samples))
-    cfg = JudgeConfig(constrained=True)
+    cfg = JudgeConfig(constrained=True, max_new_tokens=64)  # the demo's budget: the object must close within it
     summary = run_jury(run, ["embedded"], lambda spec: embedded_backend, cfg, show_progress=False)
     assert summary.status_counts["embedded"] == {"parsed": len(samples), "parsed_on_retry": 0, "partial": 0,
                                                  "unparsed": 0}
