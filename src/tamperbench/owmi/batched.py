@@ -163,7 +163,8 @@ class BatchedMixin:
                                             backend.tokenizer))
         else:
             logits = rows.extend([ids[f][fork:] for f in fams], "probe")[:, -1]
-            got = self.answer_rows(rows, logits, "", max_new, set(backend.eos_ids), lambda rid: None, backend.tokenizer)
+            got = self.answer_rows(rows, logits, {f: f for f in fams}, max_new, set(backend.eos_ids), lambda rid: None,
+                                   backend.tokenizer)
         return {f: (backend.chat_text(msgs[f], system=unit.system), ids[f],
                     probe_text(f, person="third", n_layers=self.n_layers), got[f]) for f in fams}
 

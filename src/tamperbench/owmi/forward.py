@@ -118,17 +118,24 @@ def feed_rows(model, cache, ids: torch.Tensor, start: int, iv, phase: str) -> to
 
 @torch.inference_mode()
 def greedy_rows(model, cache, logits: torch.Tensor, start: int, max_new: int, eos: set[int], iv,
-                phase: str) -> list[tuple[list[int], str]]:
+                phase: str, grammars: Sequence | None = None) -> list[tuple[list[int], str]]:
     """Greedy decoding of equal-length rows in lock step (no padding needed: every row has the
-    same length at every step). A finished row keeps being fed but its tokens are not kept."""
+    same length at every step). A finished row keeps being fed but its tokens are not kept.
+    ``grammars``: one fresh ``grammar.RowGrammar`` (or None) per row, as in :func:`greedy`."""
     rows = logits.shape[0]
     outs: list[list[int]] = [[] for _ in range(rows)]
     done = [False] * rows
     for k in range(max_new):
+        if grammars is not None:
+            from tamperbench.models.decoding.grammar import constrain
+
+            logits = constrain(logits, [None if done[r] else grammars[r] for r in range(rows)])
         toks = logits.argmax(-1)
         for r in range(rows):
             if not done[r]:
                 outs[r].append(int(toks[r]))
+                if grammars is not None and grammars[r] is not None:
+                    grammars[r].consume(int(toks[r]))
                 done[r] = int(toks[r]) in eos
         if all(done) or k == max_new - 1:
             break

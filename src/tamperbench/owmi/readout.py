@@ -33,17 +33,39 @@ class ReadoutMixin:
             return []
         return ch.tokenize(tokenizer, ch.closed_set(family, self.n_layers))[0]
 
-    def answer_rows(self, rows, logits: torch.Tensor, family: str, max_new: int, eos: set[int],
+    def grammar(self, family: str):
+        """The ``constrained`` read-out's grammar of ``family`` (a ``JsonGrammar``; None: free text)."""
+        from tamperbench.owmi.probe_schema import probe_schema
+
+        cache = self.__dict__.setdefault("_grammars", {})
+        if family not in cache:
+            schema = probe_schema(family, self.n_layers)
+            if schema is None:
+                cache[family] = None
+            else:
+                from tamperbench.models.decoding.grammar import JsonGrammar
+
+                cache[family] = JsonGrammar.from_schema(schema, option="--readout")
+        return cache[family]
+
+    def answer_rows(self, rows, logits: torch.Tensor, family: str | dict, max_new: int, eos: set[int],
                     iv_for: Callable[[Any], Any], tokenizer) -> dict:
         """rid -> answer of every row of a ``ragged.Rows`` batch whose probe (and forced prefix) was
         just fed; ``logits`` (rows, V) at its last position; ``iv_for(rid)`` a fresh copy of the row's
-        intervention (None: unhooked, the observer)."""
+        intervention (None: unhooked, the observer). ``family``: the rows' probe family, or rid -> family."""
         if self.spec.readout == "choice":
+            assert isinstance(family, str)
             cs = ch.closed_set(family, self.n_layers)
             scores = ch.score_options(logits, ch.tokenize(tokenizer, cs)[1], _ragged_branch(rows, iv_for),
                                       ch.cache_row_bytes(rows.cache))
             return {rid: ([], "", "choice", scores[i].tolist()) for i, rid in enumerate(rows.rids)}
-        got = rows.greedy(logits, max_new, eos, "probe")
+        kw = {}
+        if self.spec.readout == "constrained":
+            from tamperbench.models.decoding.grammar import row_grammars
+
+            fam = family if isinstance(family, dict) else {rid: family for rid in rows.rids}
+            kw["grammars"] = row_grammars(tokenizer, {rid: self.grammar(fam[rid]) for rid in rows.rids}, sorted(eos))
+        got = rows.greedy(logits, max_new, eos, "probe", **kw)
         return {rid: (ids, tokenizer.decode(ids, skip_special_tokens=True), fin) for rid, (ids, fin) in got.items()}
 
     def answer_plain(self, model, cache, logits: torch.Tensor, start: int, family: str, max_new: int,
@@ -58,10 +80,17 @@ class ReadoutMixin:
             scores = ch.score_options(logits, ch.tokenize(tokenizer, cs)[1],
                                       _plain_branch(model, cache, start, iv_for_row), ch.cache_row_bytes(cache))
             return [([], "", "choice", scores[i].tolist()) for i in range(scores.shape[0])]
+        kw = {}
+        if self.spec.readout == "constrained":
+            from tamperbench.models.decoding.grammar import matcher
+
+            g = self.grammar(family)
+            kw = {} if g is None else {"grammars": [matcher(tokenizer, g, sorted(eos)) for _ in range(logits.shape[0])]}
         if logits.shape[0] == 1 and not isinstance(group, fw.IvGroup):
-            ids, fin = fw.greedy(model, cache, logits, start, max_new, eos, group, "probe")
+            ids, fin = fw.greedy(model, cache, logits, start, max_new, eos, group, "probe",
+                                 **({"grammar": kw["grammars"][0]} if kw else {}))
             return [(ids, tokenizer.decode(ids, skip_special_tokens=True), fin)]
-        got = fw.greedy_rows(model, cache, logits, start, max_new, eos, group, "probe")
+        got = fw.greedy_rows(model, cache, logits, start, max_new, eos, group, "probe", **kw)
         return [(ids, tokenizer.decode(ids, skip_special_tokens=True), fin) for ids, fin in got]
 
 

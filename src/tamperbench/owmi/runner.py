@@ -320,6 +320,10 @@ def _readout_detail(eng, spec, family: str) -> str | None:
         from tamperbench.owmi.choice import closed_set
 
         return json.dumps(closed_set(family, eng.n_layers).detail())
+    if spec.readout == "constrained":
+        g = eng.grammar(family)
+        return json.dumps({"readout": "constrained", **(g.provenance() if g is not None else
+                                                         {"grammar": None, "note": "free text: decoded unconstrained"})})
     return None
 
 

@@ -43,19 +43,24 @@ def check_readout(spec) -> None:
     """The read-out's own needs, before any model loads: ``constrained`` needs the grammar library."""
     if spec.readout != "constrained":
         return
-    import importlib.util
+    from tamperbench.models.decoding.grammar import require_llguidance
 
-    if importlib.util.find_spec("llguidance") is None:
-        raise UserError("readout: 'constrained' decodes under a JSON grammar and needs llguidance, which is not "
-                        "installed: pip install llguidance==1.9.1 (or use --readout generated or choice)")
-    raise UserError("readout: 'constrained' is not wired to the grammar decoder in this build yet; use "
-                    "--readout generated or choice")
+    require_llguidance("readout 'constrained'")
 
 
 def check_choice_options(spec, backend, field: str, n_layers: int | None = None) -> None:
     """Under ``choice``, every probe family's closed option set must be distinct token sequences under
     the model's tokenizer (checked once the tokenizer is loaded, before any forward). ``n_layers``: the
-    tested model's (an observer is asked about that model's layers), by default ``backend``'s own."""
+    tested model's (an observer is asked about that model's layers), by default ``backend``'s own.
+    Under ``constrained``, every probe family's grammar must compile (llguidance), before any forward."""
+    if spec.readout == "constrained":
+        from tamperbench.models.decoding.grammar import JsonGrammar
+        from tamperbench.owmi.probe_schema import probe_schema
+
+        for fam in spec.probes:
+            JsonGrammar.from_schema(probe_schema(fam, n_layers or int(backend.model.config.num_hidden_layers)) or {},
+                                    option=f"{field}: readout 'constrained'")
+        return
     if spec.readout != "choice":
         return
     from tamperbench.owmi.choice import closed_set, tokenize
