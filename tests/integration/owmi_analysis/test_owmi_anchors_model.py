@@ -34,7 +34,10 @@ def test_probe_features_are_padding_invariant_and_the_probe_beats_its_null(embed
     assert res["passes"] is True and len(res["null_band"]) == 2
 
 
-def test_known_positive_trains_scores_heldout_and_rechecks_disjointness(embedded_backend):
+def test_known_positive_trains_scores_heldout_and_passes_through_owmi_run(embedded_backend, tmp_path):
+    """The test preset (12 training directions, 2 epochs), its held-out check, then the adapter through
+    ``owmi run`` beside its base (the check, 3 built-in items, choice read-out): the adapted model's
+    margin over sham has an item-clustered interval above 0, the unadapted model's contains 0."""
     from tamperbench.owmi.analysis.known_positive import KnownPositiveSpec, evaluate, train
     from tamperbench.owmi.analysis.threads import idle_core_threads
     from tamperbench.stats.intervals import error_rate_upper_bound
@@ -64,6 +67,26 @@ def test_known_positive_trains_scores_heldout_and_rechecks_disjointness(embedded
     assert res["operator"] == "replace" and res["positions"] == "0,1,2" and res["site"] == "resid_post.15"
     print("known-positive test preset:", {k: res[k] for k in ("hits", "false_alarms", "errors")},
           res["dprime"]["estimate"], res["auroc"]["estimate"], record["loss_first"], record["loss_last"])
+
+    from rich.console import Console
+
+    from tamperbench.models.adapter import write_sidecar
+    from tamperbench.owmi.analysis.anchor_store import save_anchor
+    from tamperbench.owmi.analysis.positive_check import run_check
+
+    model.save_pretrained(str(tmp_path / "adapter"))
+    write_sidecar(tmp_path / "adapter", "embedded", embedded_backend.provenance.sha256)
+    save_anchor(tmp_path, spec, res)
+    del model
+    out = Console(record=True, width=400)
+    summary = run_check(tmp_path, base="embedded", layer=15, readouts=("choice",), items=3, seeds=(0,), probe_tokens=24,
+                        n_boot=200, console=out)
+    rows = {r["role"]: r for r in summary["rows"]}
+    assert rows["adapted (known positive)"]["margin_ci"][0] > 0, summary
+    lo, hi = rows["unadapted base"]["margin_ci"]
+    assert lo <= 0 <= hi, summary
+    assert summary["passes"] and "PASS: under the choice read-out" in out.export_text()
+    assert rows["adapted (known positive)"]["parsed"] == rows["adapted (known positive)"]["attempted"] == 6
 
 
 def test_known_positive_training_is_deterministic_by_seed(embedded_backend):

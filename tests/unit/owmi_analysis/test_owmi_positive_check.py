@@ -46,3 +46,14 @@ def test_check_spec_is_section_7_2_for_both_models(tmp_path):
     assert (spec.operators[0].name, spec.operators[0].dose, spec.positions) == ("replace", 1.0, "0,1,2")
     assert spec.scopes == ("lifted",) and spec.tracks == ("A",) and spec.probes == ("detection",)
     assert spec.conditions == ("intervention", "sham") and spec.objects[0].label.startswith("resid_post.15")
+
+
+def test_cli_refuses_an_unknown_readout_before_any_model_loads(tmp_path):
+    from typer.testing import CliRunner
+
+    from tamperbench.errors import UserError
+    from tamperbench.owmi.cli import app
+
+    res = CliRunner().invoke(app, ["known-positive", "--out", str(tmp_path / "kp"), "--check", "--readout", "bogus"])
+    assert isinstance(res.exception, UserError) and "--readout: 'bogus' is not one of" in str(res.exception)
+    assert not (tmp_path / "kp").exists()

@@ -169,6 +169,11 @@ def known_positive_cmd(
     for r in readouts:
         if r not in READOUTS:
             raise UserError(f"--readout: {r!r} is not one of {', '.join(READOUTS)}")
+    if check and readout is not None:  # a read-out this build cannot run is refused before training
+        from tamperbench.owmi.analysis.positive_check import check_spec
+
+        for r in readouts:
+            check_spec(Path(out) / "adapter", model, spec.layer or 0, r, items=items, seeds=(0,), probe_tokens=probe_tokens)
     result = None if new else stored_anchor(out, spec, "known_positive")
     if result is not None and (Path(out) / "adapter" / "adapter_config.json").is_file():
         stdout_console().print(f"known positive: reusing the adapter trained in {out} with this spec (--new retrains)")
@@ -180,7 +185,7 @@ def known_positive_cmd(
         _print_anchor(result, out)
     if check:
         run_check(Path(out), base=model, layer=int(result["layer"]), readouts=readouts, items=items, seeds=(0,),
-                  probe_tokens=probe_tokens, n_boot=boot, console=stdout_console())
+                  probe_tokens=probe_tokens, n_boot=boot, console=stdout_console(), strict=readout is not None)
 
 
 def _print_anchor(result: dict, out: Path) -> None:

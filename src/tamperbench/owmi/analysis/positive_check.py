@@ -95,19 +95,33 @@ def table_lines(rows: list[dict]) -> list[str]:
 
 
 def run_check(out: Path, *, base: str, layer: int, readouts: tuple[str, ...], items: int, seeds: tuple[int, ...],
-              probe_tokens: int, n_boot: int, console: Console) -> dict:
-    """Run the adapted model and its base through ``owmi run`` once per read-out, score, print, save."""
+              probe_tokens: int, n_boot: int, console: Console, strict: bool = True) -> dict:
+    """Run the adapted model and its base through ``owmi run`` once per read-out, score, print, save.
+
+    Every read-out's spec is built before any run: one this build cannot run is refused first
+    (``strict``, read-outs the user named) or skipped with its reason printed (the default set)."""
     import json
 
+    from tamperbench.errors import UserError
+    from tamperbench.fsio import atomic_write
     from tamperbench.owmi.analysis.profile import score_runs
     from tamperbench.owmi.runner import run
-    from tamperbench.fsio import atomic_write
 
     adapter = Path(out) / "adapter"
     err = Console(stderr=True)
-    run_dirs = []
+    specs = []
     for readout in readouts:
-        spec = check_spec(adapter, base, layer, readout, items=items, seeds=seeds, probe_tokens=probe_tokens)
+        try:
+            specs.append((readout, check_spec(adapter, base, layer, readout, items=items, seeds=seeds,
+                                              probe_tokens=probe_tokens)))
+        except UserError as why:
+            if strict:
+                raise
+            err.print(f"read-out {readout} skipped: {why}", markup=False)
+    if not specs:
+        raise UserError(f"--readout: none of {', '.join(readouts)} can run in this build")
+    run_dirs = []
+    for readout, spec in specs:
         run_dir = Path(out) / f"run-{readout}"
         rep = run(spec, run_dir, console=err)
         err.print(f"{readout}: {rep.written} records written, {rep.skipped_units} of {rep.units} units stored, "
