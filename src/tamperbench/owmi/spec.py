@@ -158,13 +158,14 @@ def quick_spec(**over) -> OwmiSpec:
     cores (with ``readout='choice'``). Two operators on one residual site (``add`` a concept direction
     and ``scale``), ``add`` at two doses (a dose ladder, so m0 and lambda are estimated or said to be
     not identified), two seeds (so sigma^2_seed is estimable), every condition, both scopes, the full
-    probe battery, Track A, three built-in items (one per domain). Trimmed to fit: one track and three
-    items, not the method's axes. The probe budget is 64 tokens (the paper's 128 is the spec default)."""
+    probe battery, Track A, two built-in items (knowledge, commonsense). Trimmed to fit: one track, two
+    items, 6 impact-matching steps and 12 task tokens, not the method's axes. The probe budget is 64
+    tokens (the paper's 128 is the spec default)."""
     base = dict(
         objects=[{"kind": "resid_post", "layer": 12}],
         operators=[{"name": "add", "dose": 16.0}, {"name": "add", "dose": 64.0}, {"name": "scale", "dose": 0.5}],
-        seeds=[0, 1], items_per_benchmark=3, tracks=["A"], task_max_new_tokens=16, probe_max_new_tokens=64,
-        reflection_max_new_tokens=32, calibration_steps=8,
+        seeds=[0, 1], items_per_benchmark=2, tracks=["A"], task_max_new_tokens=12, probe_max_new_tokens=64,
+        reflection_max_new_tokens=32, calibration_steps=6,
     )
     base.update(over)
     return OwmiSpec.model_validate(base)

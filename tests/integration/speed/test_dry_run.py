@@ -108,11 +108,11 @@ def _stored_owmi_records(run_dir, spec, keys):
 
 
 def test_owmi_quick_dry_run_counts_records_tokens_and_what_is_stored(tmp_path):
-    """The quick preset by hand: 3 items x 2 seeds x 3 (operator, dose) = 18 units, each Track A x 5
-    probe families x 2 scopes x (4 model conditions + 1 observer tier) = 50 records, 900 in all;
-    decode bound 900 probe answers x 64 tokens + 18 units x 4 model conditions x 16 task tokens =
-    58,752. Then one unit stored: the plan says 50 stored, 850 to run, and the decode bound drops by
-    that unit's 50 x 64 + 4 x 16."""
+    """The quick preset by hand: 2 items x 2 seeds x 3 (operator, dose) = 12 units, each Track A x 5
+    probe families x 2 scopes x (4 model conditions + 1 observer tier) = 50 records, 600 in all;
+    decode bound 600 probe answers x 64 tokens + 12 units x 4 model conditions x 12 task tokens =
+    38,976. Then one unit stored: the plan says 50 stored, 550 to run, and the decode bound drops by
+    that unit's 50 x 64 + 4 x 12."""
     from tamperbench.owmi.cli import app as owmi_app
     from tamperbench.owmi.keys import load_items, planned_keys, unit_coords
     from tamperbench.owmi.spec import quick_spec
@@ -121,19 +121,19 @@ def test_owmi_quick_dry_run_counts_records_tokens_and_what_is_stored(tmp_path):
     args = ["run", "--preset", "quick", "--dry-run", "--out", str(run_dir)]
     res = CliRunner().invoke(owmi_app, args, terminal_width=200)
     assert res.exit_code == 0, res.output
-    assert "900 records in the spec, 0 already stored, 900 to run" in res.output, res.output
-    assert f"at most {900 * 64 + 18 * 4 * 16:,}" in res.output
+    assert "600 records in the spec, 0 already stored, 600 to run" in res.output, res.output
+    assert f"at most {600 * 64 + 12 * 4 * 12:,}" in res.output
     assert re.search(r"ETA: at most \d+", res.output) and not run_dir.exists()
 
     spec = quick_spec()
-    obj, op, item = spec.objects[0], spec.operators[0], load_items("builtin", 3)[0]
+    obj, op, item = spec.objects[0], spec.operators[0], load_items("builtin", 2)[0]
     keys = [k for k, _, _ in planned_keys(spec, unit_coords(spec, "embedded", "builtin", obj, op, item, 0), [])]
     assert len(keys) == 50
     _stored_owmi_records(run_dir, spec, keys)
     res = CliRunner().invoke(owmi_app, args, terminal_width=200)
     assert res.exit_code == 0, res.output
-    assert "900 records in the spec, 50 already stored, 850 to run" in res.output, res.output
-    assert f"at most {850 * 64 + 17 * 4 * 16:,}" in res.output
+    assert "600 records in the spec, 50 already stored, 550 to run" in res.output, res.output
+    assert f"at most {550 * 64 + 11 * 4 * 12:,}" in res.output
     with RunStore.open_existing(run_dir, read_only=True) as store:
         assert store.count("owmi_runs") == 50  # the dry run wrote nothing
 

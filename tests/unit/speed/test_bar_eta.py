@@ -50,29 +50,29 @@ def test_owmi_quick_row_tokens_by_hand_fresh_and_with_one_unit_stored():
     from tamperbench.owmi.keys import planned_keys, unit_coords
 
     spec, items = _owmi()
-    # the quick preset: 3 items x 2 seeds x 3 (operator, dose) = 18 units, each Track A x 5 probe
+    # the quick preset: 2 items x 2 seeds x 3 (operator, dose) = 12 units, each Track A x 5 probe
     # families x 2 scopes x (4 model conditions + 1 observer tier) = 50 records, 64 tokens a probe answer
-    assert sum(len(p) for _, p, _ in owmi_pending(spec, items, set())) == 900
-    assert owmi_row_tokens(spec, "embedded", items, set()) == 900 * 64 + 18 * 4 * 16 == 58_752
-    # one unit's 50 records stored: 850 probe answers and 17 units' task answers are left
+    assert sum(len(p) for _, p, _ in owmi_pending(spec, items, set())) == 600
+    assert owmi_row_tokens(spec, "embedded", items, set()) == 600 * 64 + 12 * 4 * 12 == 38_976
+    # one unit's 50 records stored: 550 probe answers and 11 units' task answers are left
     it = items["builtin"][0]
     have = {k for k, _, _ in planned_keys(spec, unit_coords(spec, "embedded", "builtin", spec.objects[0],
                                                         spec.operators[0], it, 0), [])}
     assert len(have) == 50
-    assert owmi_row_tokens(spec, "embedded", items, have) == 850 * 64 + 17 * 4 * 16
-    assert [s for _, _, s in owmi_pending(spec, items, have)] == [50] + [0] * 17
-    assert owmi_row_tokens(spec, "another-model", items, have) == 58_752  # keys name their model
+    assert owmi_row_tokens(spec, "embedded", items, have) == 550 * 64 + 11 * 4 * 12
+    assert [s for _, _, s in owmi_pending(spec, items, have)] == [50] + [0] * 11
+    assert owmi_row_tokens(spec, "another-model", items, have) == 38_976  # keys name their model
 
 
 def test_owmi_track_c_runs_in_its_own_frame_and_pays_its_task_answers_again():
     # tracks A and C, Track C without the system prompt (the default): two context frames per unit.
     # Per unit: A 5 probes x 2 scopes x 5 conditions x 64 tokens, C 1 family x 2 scopes x 5 x 32,
-    # and the task answered under 4 model conditions in each of the 2 frames, 16 tokens each; 18 units.
+    # and the task answered under 4 model conditions in each of the 2 frames, 12 tokens each; 12 units.
     spec, items = _owmi(tracks=["A", "C"])
-    per_unit = 5 * 2 * 5 * 64 + 1 * 2 * 5 * 32 + 2 * 4 * 16
-    assert owmi_row_tokens(spec, "embedded", items, set()) == 18 * per_unit == 65_664
+    per_unit = 5 * 2 * 5 * 64 + 1 * 2 * 5 * 32 + 2 * 4 * 12
+    assert owmi_row_tokens(spec, "embedded", items, set()) == 12 * per_unit == 43_392
     spec, items = _owmi(tracks=["A", "C"], track_c_system="shared")  # one frame: the task once
-    assert owmi_row_tokens(spec, "embedded", items, set()) == 18 * (per_unit - 4 * 16)
+    assert owmi_row_tokens(spec, "embedded", items, set()) == 12 * (per_unit - 4 * 12)
 
 
 def test_bar_eta_fields_render_in_the_bar():
