@@ -246,8 +246,8 @@ def _positive_table(runs: list[RunInfo]) -> LeaderTable | None:
     for r in rows:
         table.add(Cell(f"{r['role']}: {r['model']}"), Cell(r["readout"]), Cell(f"{r['pairs']} ({r['items']})"),
                   Cell(f"{r['parsed']}/{r['attempted']}"), cell(r["hit_rate"], "{:.3f}"),
-                  cell(r["false_alarm_rate"], "{:.3f}"), _ci_cell(r["margin"], r["margin_ci"]),
-                  _ci_cell(r["auroc"], r["auroc_ci"]), Cell(r["interval"]))
+                  cell(r["false_alarm_rate"], "{:.3f}"), _ci_cell(r["margin"] if r["pairs"] else None, r["margin_ci"]),
+                  _ci_cell(r["auroc"] if r["pairs"] else None, r["auroc_ci"]), Cell(r["interval"]))
     return table
 
 

@@ -21,6 +21,7 @@ def test_pass_needs_adapted_above_zero_and_base_containing_zero_under_choice():
     assert [(r["readout"], r["role"], r["interval"]) for r in rows] == [
         ("generated", "adapted (known positive)", "no complete pair"),
         ("choice", "adapted (known positive)", "above 0"), ("choice", "unadapted base", "contains 0")]
+    assert "| generated | 0 (9) | 18/18 | +0.000 | +0.000 | n/a | n/a | no complete pair |" in table_lines(rows)[2]
     ok, line = verdict(rows)
     assert ok and line.startswith("PASS: under the choice read-out the adapted model's margin interval is above 0 "
                                   "and the unadapted model's contains 0")

@@ -87,10 +87,12 @@ def table_lines(rows: list[dict]) -> list[str]:
     lines = ["| model | read-out | pairs (items) | parsed | hit rate | false-alarm rate | margin over sham [95% CI, "
              "item-clustered] | AUROC [95% CI] | interval |", "|" + "---|" * 9]
     for r in rows:
+        none = not r["pairs"]  # every row unparsed: no estimate, said so rather than printed as a number
+        margin = "n/a" if none else f"{r['margin']:+.3f} [{r['margin_ci'][0]:+.3f}, {r['margin_ci'][1]:+.3f}]"
+        auroc = "n/a" if none else f"{r['auroc']:.3f} [{r['auroc_ci'][0]:.3f}, {r['auroc_ci'][1]:.3f}]"
         lines.append(f"| {r['role']}: `{r['model']}` | {r['readout']} | {r['pairs']} ({r['items']}) | "
                      f"{r['parsed']}/{r['attempted']} | {_fmt(r['hit_rate'])} | {_fmt(r['false_alarm_rate'])} | "
-                     f"{r['margin']:+.3f} [{r['margin_ci'][0]:+.3f}, {r['margin_ci'][1]:+.3f}] | "
-                     f"{r['auroc']:.3f} [{r['auroc_ci'][0]:.3f}, {r['auroc_ci'][1]:.3f}] | {r['interval']} |")
+                     f"{margin} | {auroc} | {r['interval']} |")
     return lines
 
 
