@@ -8,7 +8,7 @@ PINS := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut
 STAMP := $(VENV)/.installed-$(PINS)
 DEMO_OUT ?= runs/demo
 
-.PHONY: install demo test test-fast lint browser sandbox-tools docs clean-venv mutate
+.PHONY: install demo test test-fast lint browser sandbox-tools docs clean-venv mutate results
 
 install: $(STAMP)
 
@@ -55,6 +55,14 @@ test: install browser sandbox-tools lint docs
 test-fast: install
 	@$(PY) -c 'import xdist' 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check pytest-xdist==3.8.0 execnet==2.1.2
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not model and not browser" tests
+
+# docs/results.md and its figures (docs/results/*.svg) from real runs (never part of `make test`):
+#   make results                      the paper presets that fit on a CPU (hours)
+#   make results RESULTS=cpu-small    smoke-scale presets, about a quarter of an hour on 2 cores
+# Run directories live in runs/results/ (git-ignored) and are resumed, so a rerun only rebuilds the page.
+RESULTS ?= paper
+results: install
+	$(PY) tools/results.py --size $(RESULTS)
 
 # Mutation score of the modules that produce numbers (too slow for CI: run by hand, minutes to an hour).
 #   make mutate                                          every module under [tool.mutmut] only_mutate

@@ -1,0 +1,200 @@
+"""Format ``docs/results.md`` and its figures from the data ``tools/results.py`` collected (``results.json``).
+
+Nothing here computes a number: every cell is a string or value the suites' own table code produced
+(``sleight.tables``, ``quote.tables``, ``owmi.summary``, ``owmi score``); this module lays them out, draws
+them with matplotlib and says what produced them. ``tests/unit/foundation/test_results_page.py`` checks that
+every number on the page is one of those values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tamperbench.markdown import markdown_table
+
+MAKE = {"cpu-small": "make results RESULTS=cpu-small", "paper": "make results"}
+SLEIGHT_TABLES = ("table1", "table1b", "table2", "table3")
+SIZE_TEXT = {
+    "cpu-small": "the **small size** (`make results RESULTS=cpu-small`): Sleight of Word `quick`, Exact Words "
+                 "`standard` (greedy, one repeat), OWMI `quick` and the known-positive anchor's `test` preset. These "
+                 "are smoke-scale presets, not the papers': read the intervals, not the point estimates. The full page "
+                 "(Sleight of Word `--preset paper`, Exact Words with repeats and sampling, the known-positive `full` "
+                 "preset) is produced by `make results`",
+    "paper": "the **paper size** (`make results`): the paper presets that fit on a CPU",
+}
+
+
+def _header(data: dict) -> list[str]:
+    m = data["machine"]
+    commit = m["commit"] + ("` (with uncommitted changes in src/ or tools/)" if m["dirty"] else "`")
+    lines = ["# Results", "",
+             "Numbers from real runs, regenerated from the run directories by one command; nothing on this page is "
+             "typed by hand. Each table is printed by the suite's own table code, with its n, its parse rate where "
+             "it has one and its controls; how to read them is on the suite's page "
+             "([Sleight of Word](sleight.md), [Exact Words](quote.md), [OWMI](owmi.md)).", "",
+             f"This page was produced by {SIZE_TEXT[data['size']]}.", "",
+             f"- **Date**: {m['date']}",
+             f"- **Command**: `{m['command']}` (what `{MAKE[data['size']]}` runs)",
+             f"- **tamperbench**: {m['tamperbench']}, commit `{commit}",
+             f"- **Machine**: {m['platform']}, {m['cpus']} CPUs; torch {m['torch']} with {m['torch_threads']} "
+             f"thread(s); Python {m['python']}", "", "??? note \"The steps it ran (each resumes its run directory under runs/results/)\"", ""]
+    lines += [f"    {i}. `{s}`" for i, s in enumerate(data["steps"], 1)] + [""]
+    lines += [f"- {n}" for n in data["notes"]]  # the tool's own notes + ([""] if data["notes"] else [])
+    return lines
+
+
+def _sleight(s: dict | None, figures: dict[str, str]) -> list[str]:
+    from tamperbench.sleight.tables import TITLES
+
+    out = ["## Sleight of Word", ""]
+    if s is None:
+        return out + ["Not run yet.", ""]
+    out += [f"Run(s): {', '.join(f'`{Path(r).name}`' for r in s['runs'])}; triggers "
+            f"{', '.join(s['spec']['triggers'] or [])}; budget {s['spec']['max_new_tokens']} tokens; judged by the "
+            "embedded model as the only juror (its parse rate is under the tables). Control for the Δ columns: "
+            "the clean answer's own surprisal (reference rule) and the unaltered branch at the same position "
+            "(paired Δ).", ""]
+    for name in SLEIGHT_TABLES:
+        t = s["tables"][name]
+        out += [markdown_table(t["columns"], t["rows"], TITLES[name]), ""]
+    out += [f"- {n}" for n in s["notes"]] + [""]  # sleight.tables' notes, as its tables.md prints them
+    if "sleight" in figures:
+        out += [f"![Sleight of Word: post-swap rise per model]({figures['sleight']})", ""]
+    return out
+
+
+def _quote(q: dict | None, figures: dict[str, str]) -> list[str]:
+    out = ["## Exact Words", ""]
+    if q is None:
+        return out + ["Not run yet.", ""]
+    out += ["Faithful = byte-identical copy (deterministic scorer, no parsing: every reply is scored). Controls: the "
+            "clean items beside the dirty ones (a planted error to keep), and the plain arm beside the strict one.", ""]
+    body = q["markdown"].split("\n", 1)[1] if q["markdown"].startswith("# ") else q["markdown"]
+    out += [body.replace("\n## ", "\n### ").strip(), ""]  # quote.tables.to_markdown, headings one level down
+    if "quote" in figures:
+        out += [f"![Exact Words: faithful rate per model and arm]({figures['quote']})", ""]
+    return out
+
+
+def _num(x, d: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{d}f}"
+
+
+def _owmi(o: dict | None, figures: dict[str, str]) -> list[str]:
+    out = ["## OWMI", ""]
+    if o is None:
+        return out + ["Not run yet.", ""]
+    for run in o["runs"]:
+        spec = run["spec"]
+        out += [f"Run `{Path(run['run']).name}`: preset {spec.get('preset') or '-'}, read-out "
+                f"{spec.get('readout') or 'generated'}. Controls in the same run: sham (a zero-norm intervention), "
+                "random (a random direction of matched impact) and observer tiers (a second pass that sees the "
+                "output, not the intervention). The yes-rate is descriptive; detection is the paired contrast "
+                "that `owmi score` prints below.", ""]
+        rows = [[c["track"], c["hook_scope"], f"{c['condition']} [{c['tier']}]" if c["condition"] == "observer"
+                 else c["condition"], c["runs"], c["paired"], f"{c['parsed']}/{c['runs']}", _num(c["yes_rate"]),
+                 _num(c["rubric_rate"]), _num(c["js"], 4)] for c in run["conditions"]]
+        out += [markdown_table(["track", "scope", "condition", "runs", "paired w/ intervention", "parsed",
+                                "yes-rate (descr.)", "C rubric flag", "mean JS"], rows,
+                               "Runs per track, scope and condition (parse rate: parsed/runs)"), ""]
+        if rows and all(c["parsed"] == 0 for c in run["conditions"]):
+            out += ["**No report parsed in this run: every yes-rate above is n/a, not zero.**", ""]
+    if "owmi" in figures:
+        out += [f"![OWMI: yes-rate per condition]({figures['owmi']})", ""]
+    if o.get("score_md"):
+        body = o["score_md"].split("\n", 1)[1] if o["score_md"].startswith("# ") else o["score_md"]
+        out += ["### `owmi score`: detection against the controls, anchors (known positive)", "",
+                body.replace("\n## ", "\n#### ").replace("\n### ", "\n#### ").strip(), ""]
+    else:
+        out += ["`owmi score` has not been run on these runs yet.", ""]
+    return out
+
+
+def render(data: dict, figures: dict[str, str]) -> str:
+    lines = _header(data) + _sleight(data["sleight"], figures) + _quote(data["quote"], figures) + \
+        _owmi(data["owmi"], figures)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Date": None})  # no timestamp: the same runs give the same file
+    plt.close(fig)
+
+
+def _bars(ax, labels: list[str], series: dict[str, list[tuple]], ylabel: str) -> None:
+    """Grouped bars with interval whiskers; each value is (point, lo, hi), None where missing."""
+    import numpy as np
+
+    width = 0.8 / max(len(series), 1)
+    x = np.arange(len(labels))
+    for i, (name, vals) in enumerate(series.items()):
+        pts = [np.nan if v is None or v[0] is None else v[0] for v in vals]
+        err = [[0 if v is None or v[1] is None else v[0] - v[1] for v in vals],
+               [0 if v is None or v[2] is None else v[2] - v[0] for v in vals]]
+        ax.bar(x + i * width - 0.4 + width / 2, pts, width, yerr=err, capsize=3, label=name)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+
+
+def existing(fig_dir: Path) -> dict[str, str]:
+    """The figures already in ``fig_dir`` (what ``figures`` returned when it drew them)."""
+    return {f.stem: f"results/{f.name}" for f in sorted(fig_dir.glob("*.svg"))}
+
+
+def figures(data: dict, out: Path, fmt: str = "svg") -> dict[str, str]:
+    """Figures of the main tables (SVG for the page); returns {section: path relative to docs/}."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "tamperbench-results"
+    made: dict[str, str] = {}
+    est = lambda e: None if not e or e.get("mean") is None else (e["mean"], e.get("lo"), e.get("hi"))  # noqa: E731
+    s = data.get("sleight")
+    if s and s["models"]:
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        models = s["models"]
+        _bars(ax, [m["model"] for m in models], {
+            "Δ surprisal (reference rule)": [est(m["delta_surprisal"]) for m in models],
+            "paired Δ surprisal (vs unaltered branch)": [est(m["paired_surprisal"]) for m in models],
+            "Δ entropy top-20": [est(m["delta_entropy_top20"]) for m in models]}, "nats (95% bootstrap CI)")
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set_title("Sleight of Word: post-swap rise", fontsize=9)
+        _save(fig, out / f"sleight.{fmt}")
+        made["sleight"] = f"results/sleight.{fmt}"
+    q = data.get("quote")
+    q = q and q["summary"]
+    if q and q["rates"]:
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        models = sorted({r["model"].split(" [")[0] for r in q["rates"]})
+        arms = sorted({r["arm"] for r in q["rates"]})
+        cell = {(r["model"].split(" [")[0], r["arm"]): r for r in q["rates"]}
+        _bars(ax, models, {arm: [None if (m, arm) not in cell else
+                                 (cell[m, arm]["faithful_rate"], *cell[m, arm]["ci95"]) for m in models]
+                           for arm in arms}, "faithful rate (95% Wilson CI)")
+        ax.set_ylim(0, 1)
+        ax.set_title("Exact Words: byte-identical copies", fontsize=9)
+        _save(fig, out / f"quote.{fmt}")
+        made["quote"] = f"results/quote.{fmt}"
+    o = data.get("owmi")
+    if o and o["runs"]:
+        conds = [c for c in o["runs"][0]["conditions"] if c["track"] != "C" or c["condition"] != "observer"]
+        fig, ax = plt.subplots(figsize=(7, 3.4))
+        labels = [f"{c['track']}/{c['hook_scope']}\n{c['condition']}" + (f"[{c['tier']}]" if c["tier"] else "")
+                  for c in conds]
+        _bars(ax, labels, {"yes-rate among parsed (descriptive)": [None if c["yes_rate"] is None else
+                                                                   (c["yes_rate"], None, None) for c in conds]},
+              "yes-rate")
+        for i, c in enumerate(conds):
+            ax.annotate(f"{c['parsed']}/{c['runs']}", (i, 0), fontsize=6, ha="center", va="bottom", rotation=90)
+        ax.set_ylim(0, 1)
+        ax.tick_params(axis="x", labelsize=6)
+        ax.set_title("OWMI: reports per condition (parsed/runs at the foot of each bar)", fontsize=9)
+        _save(fig, out / f"owmi.{fmt}")
+        made["owmi"] = f"results/owmi.{fmt}"
+    return made
