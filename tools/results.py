@@ -99,8 +99,9 @@ def plan(size: str, root: Path, models: list[str], notes: list[str], owmi_option
     for m in sleight_models:
         run = str(root / f"sleight-{preset}-{m}")
         p.sleight.append(run)
+        budget = [] if size == "paper" else ["--max-new-tokens", "64"]  # 64: the demo's; default 160
         p.steps += [["sleight", "run", "--model", m, "--preset", preset, "--out", run],
-                    ["judge", "run", run, "--judge", JUDGE, "--max-new-tokens", "64"]]
+                    ["judge", "run", run, "--judge", JUDGE, *budget]]
     sampling = ["--repeats", "5", "--temperature", "0.7"] if size == "paper" else []
     for m in models:
         run = str(root / ("quote-standard-" + ("r5-t0.7-" if sampling else "") + m))
@@ -142,7 +143,7 @@ def _quiet():
 
 
 def collect_sleight(runs: list[str], out_dir: Path) -> dict | None:
-    from tamperbench.sleight.tables import render_runs
+    from tamperbench.sleight.tables import TITLES, render_runs
     from tamperbench.store import RunStore
 
     runs = [r for r in runs if (Path(r) / "spec.json").is_file()]
@@ -150,7 +151,7 @@ def collect_sleight(runs: list[str], out_dir: Path) -> dict | None:
         return None
     stores = [RunStore.open_existing(r, read_only=True) for r in runs]
     try:
-        return render_runs(stores, _quiet(), "default", out_dir)
+        return {**render_runs(stores, _quiet(), "default", out_dir), "titles": TITLES}
     finally:
         for s in stores:
             s.close()

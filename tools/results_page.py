@@ -38,14 +38,12 @@ def _header(data: dict) -> list[str]:
              f"- **tamperbench**: {m['tamperbench']}, commit `{commit}",
              f"- **Machine**: {m['platform']}, {m['cpus']} CPUs; torch {m['torch']} with {m['torch_threads']} "
              f"thread(s); Python {m['python']}", "", "??? note \"The steps it ran (each resumes its run directory under runs/results/)\"", ""]
-    lines += [f"    {i}. `{s}`" for i, s in enumerate(data["steps"], 1)] + [""]
+    lines += [f"    - `{s}`" for s in data["steps"]] + [""]
     lines += [f"- {n}" for n in data["notes"]]  # the tool's own notes + ([""] if data["notes"] else [])
     return lines
 
 
 def _sleight(s: dict | None, figures: dict[str, str]) -> list[str]:
-    from tamperbench.sleight.tables import TITLES
-
     out = ["## Sleight of Word", ""]
     if s is None:
         return out + ["Not run yet.", ""]
@@ -56,7 +54,7 @@ def _sleight(s: dict | None, figures: dict[str, str]) -> list[str]:
             "(paired Δ).", ""]
     for name in SLEIGHT_TABLES:
         t = s["tables"][name]
-        out += [markdown_table(t["columns"], t["rows"], TITLES[name]), ""]
+        out += [markdown_table(t["columns"], t["rows"], s["titles"][name]), ""]
     out += [f"- {n}" for n in s["notes"]] + [""]  # sleight.tables' notes, as its tables.md prints them
     if "sleight" in figures:
         out += [f"![Sleight of Word: post-swap rise per model]({figures['sleight']})", ""]
@@ -70,6 +68,7 @@ def _quote(q: dict | None, figures: dict[str, str]) -> list[str]:
     out += ["Faithful = byte-identical copy (deterministic scorer, no parsing: every reply is scored). Controls: the "
             "clean items beside the dirty ones (a planted error to keep), and the plain arm beside the strict one.", ""]
     body = q["markdown"].split("\n", 1)[1] if q["markdown"].startswith("# ") else q["markdown"]
+    body = body.split("\n## Hardest items")[0]  # the per-item list is in the run's quote_table.md
     out += [body.replace("\n## ", "\n### ").strip(), ""]  # quote.tables.to_markdown, headings one level down
     if "quote" in figures:
         out += [f"![Exact Words: faithful rate per model and arm]({figures['quote']})", ""]
@@ -102,11 +101,24 @@ def _owmi(o: dict | None, figures: dict[str, str]) -> list[str]:
     if "owmi" in figures:
         out += [f"![OWMI: yes-rate per condition]({figures['owmi']})", ""]
     if o.get("score_md"):
-        body = o["score_md"].split("\n", 1)[1] if o["score_md"].startswith("# ") else o["score_md"]
-        out += ["### `owmi score`: detection against the controls, anchors (known positive)", "",
-                body.replace("\n## ", "\n#### ").replace("\n### ", "\n#### ").strip(), ""]
+        out += ["### `owmi score`: detection against the controls and the known-positive anchor", "",
+                "Sections of the run's `owmi_score.md` (the full file, with dose, variance, decay and closed-set "
+                "sections, is in the score directory).", "", *_score_sections(o["score_md"]), ""]
     else:
         out += ["`owmi score` has not been run on these runs yet.", ""]
+    return out
+
+
+SCORE_SECTIONS = ("Reportability profile", "Detection against paired sham", "Sensitivity anchors", "Claim verdicts")
+
+
+def _score_sections(md: str) -> list[str]:
+    """The ``SCORE_SECTIONS`` of owmi score's Markdown, headings two levels down, as it printed them."""
+    parts = md.split("\n## ")
+    out = [parts[0].split("\n", 1)[1].strip()] if "\n" in parts[0] else []  # the Runs line under "# OWMI score"
+    for part in parts[1:]:
+        if part.startswith(SCORE_SECTIONS):
+            out += ["#### " + part.replace("\n### ", "\n##### ").strip(), ""]
     return out
 
 

@@ -147,3 +147,16 @@ def test_the_committed_page_is_what_its_results_json_renders_to():
     assert page == (docs / "results.md").read_text()
     assert foreign_numbers(page, data) == []
     assert data["machine"]["commit"] in page and data["machine"]["command"] in page
+
+
+def test_owmi_score_sections_are_copied_as_score_printed_them(collected):
+    data, _, _ = collected
+    page_mod = _tool("results_page")
+    md = ("# OWMI score\n\nRuns: r (12 analysable rows)\n\n## Reportability profile (x)\n\n| a |\n|---|\n| 0.125 |\n\n"
+          "## Detection against paired sham (y)\n\nz\n\n### Pooled (p)\n\n- q\n\n## Variance components (v)\n\n- not shown\n\n"
+          "## Sensitivity anchors\n\n- known positive: hits 4/32\n\n## Claim verdicts (Appendix D.5)\n\n- level 0\n")
+    page = page_mod.render(dict(data, owmi=dict(_owmi(2), score_md=md)), {})
+    for shown in ("Runs: r (12 analysable rows)", "#### Reportability profile (x)", "| 0.125 |",
+                  "##### Pooled (p)", "#### Sensitivity anchors", "hits 4/32", "#### Claim verdicts"):
+        assert shown in page
+    assert "Variance components" not in page and "not shown" not in page
