@@ -96,8 +96,14 @@ def _owmi(o: dict | None, figures: dict[str, str]) -> list[str]:
         out += [markdown_table(["track", "scope", "condition", "runs", "paired w/ intervention", "parsed",
                                 "yes-rate (descr.)", "C rubric flag", "mean JS"], rows,
                                "Runs per track, scope and condition (parse rate: parsed/runs)"), ""]
-        if rows and all(c["parsed"] == 0 for c in run["conditions"]):
+        conds = run["conditions"]
+        if conds and all(c["parsed"] == 0 for c in conds):
             out += ["**No report parsed in this run: every yes-rate above is n/a, not zero.**", ""]
+        elif any(c["parsed"] == 0 for c in conds):
+            some = [f"{c['track']}/{c['hook_scope']} {c['condition']}" + (f" [{c['tier']}]" if c["tier"] else "")
+                    for c in conds if c["parsed"]]
+            out += ["**Rows whose parsed column reads 0/n hold no parsed report: their yes-rate is n/a, not zero.** "
+                    "Only these rows parsed any report: " + ", ".join(some) + ".", ""]
     if "owmi" in figures:
         out += [f"![OWMI: yes-rate per condition]({figures['owmi']})", ""]
     if o.get("score_md"):

@@ -134,6 +134,11 @@ def test_unparsed_owmi_table_says_so_instead_of_zero(collected):
     unparsed = page_mod.render(dict(data, owmi=_owmi(0)), {})
     assert "No report parsed" not in parsed and "| 2/3 | 0.33 |" in parsed
     assert "No report parsed in this run" in unparsed and "| 0/3 | n/a |" in unparsed
+    mixed = _owmi(2)
+    mixed["runs"][0]["conditions"][1].update(parsed=0, yes_rate=None)  # sham: nothing parsed
+    page = page_mod.render(dict(data, owmi=mixed), {})
+    assert "their yes-rate is n/a, not zero" in page and "Only these rows parsed any report: A/all intervention, " \
+        "A/all random." in page
 
 
 def test_the_committed_page_is_what_its_results_json_renders_to():
