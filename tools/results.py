@@ -178,7 +178,7 @@ def collect_owmi(runs: list[str], score_dir: str) -> dict | None:
         with RunStore.open_existing(run, read_only=True) as store:
             cols = [d[0] for d in store.con.execute(SQL).description]
             rows = [dict(zip(cols, r)) for r in store.con.execute(SQL).fetchall()]
-            spec = {k: store.spec_dict.get(k) for k in ("preset", "readout", "seeds", "models")}
+            spec = {k: store.spec_dict.get(k) for k in ("readout", "seeds", "models")}
         out["runs"].append({"run": run, "spec": spec, "conditions": rows})
     score = Path(score_dir) / "owmi_score.json"
     out["score"] = json.loads(score.read_text()) if score.is_file() else None

@@ -85,8 +85,8 @@ def _owmi(o: dict | None, figures: dict[str, str]) -> list[str]:
         return out + ["Not run yet.", ""]
     for run in o["runs"]:
         spec = run["spec"]
-        out += [f"Run `{Path(run['run']).name}`: preset {spec.get('preset') or '-'}, read-out "
-                f"{spec.get('readout') or 'generated'}. Controls in the same run: sham (a zero-norm intervention), "
+        out += [f"Run `{Path(run['run']).name}` (its command is in the steps above), read-out "
+                f"{spec.get('readout') or 'generated (free text, parsed)'}. Controls in the same run: sham (a zero-norm intervention), "
                 "random (a random direction of matched impact) and observer tiers (a second pass that sees the "
                 "output, not the intervention). The yes-rate is descriptive; detection is the paired contrast "
                 "that `owmi score` prints below.", ""]
@@ -124,6 +124,8 @@ def _score_sections(md: str) -> list[str]:
     out = [parts[0].split("\n", 1)[1].strip()] if "\n" in parts[0] else []  # the Runs line under "# OWMI score"
     for part in parts[1:]:
         if part.startswith(SCORE_SECTIONS):
+            if part.startswith("Claim verdicts"):  # the verdict lines; their held/failed lists stay in the file
+                part = "\n".join(line for line in part.splitlines() if not line.startswith("  - "))
             out += ["#### " + part.replace("\n### ", "\n##### ").strip(), ""]
     return out
 
@@ -201,18 +203,18 @@ def figures(data: dict, out: Path, fmt: str = "svg") -> dict[str, str]:
         made["quote"] = f"results/quote.{fmt}"
     o = data.get("owmi")
     if o and o["runs"]:
-        conds = [c for c in o["runs"][0]["conditions"] if c["track"] != "C" or c["condition"] != "observer"]
-        fig, ax = plt.subplots(figsize=(7, 3.4))
-        labels = [f"{c['track']}/{c['hook_scope']}\n{c['condition']}" + (f"[{c['tier']}]" if c["tier"] else "")
-                  for c in conds]
-        _bars(ax, labels, {"yes-rate among parsed (descriptive)": [None if c["yes_rate"] is None else
-                                                                   (c["yes_rate"], None, None) for c in conds]},
-              "yes-rate")
-        for i, c in enumerate(conds):
-            ax.annotate(f"{c['parsed']}/{c['runs']}", (i, 0), fontsize=6, ha="center", va="bottom", rotation=90)
-        ax.set_ylim(0, 1)
-        ax.tick_params(axis="x", labelsize=6)
-        ax.set_title("OWMI: reports per condition (parsed/runs at the foot of each bar)", fontsize=9)
+        conds = o["runs"][0]["conditions"]
+        fig, ax = plt.subplots(figsize=(6.5, 0.8 + 0.22 * len(conds)))
+        y = list(range(len(conds)))[::-1]
+        ax.barh(y, [float("nan") if c["yes_rate"] is None else c["yes_rate"] for c in conds], color="tab:blue")
+        ax.set_yticks(y, [f"{c['track']}/{c['hook_scope']} {c['condition']}" + (f" [{c['tier']}]" if c["tier"] else "")
+                          for c in conds], fontsize=7)
+        for yi, c in zip(y, conds):
+            ax.annotate(f"parsed {c['parsed']}/{c['runs']}", (1.01, yi), xycoords=("axes fraction", "data"),
+                        fontsize=6, va="center")
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("yes-rate among parsed reports (descriptive; no bar: none parsed)", fontsize=8)
+        ax.set_title("OWMI: reports per track, scope and condition", fontsize=9)
         _save(fig, out / f"owmi.{fmt}")
         made["owmi"] = f"results/owmi.{fmt}"
     return made

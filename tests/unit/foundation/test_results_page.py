@@ -162,6 +162,6 @@ def test_owmi_score_sections_are_copied_as_score_printed_them(collected):
           "## Sensitivity anchors\n\n- known positive: hits 4/32\n\n## Claim verdicts (Appendix D.5)\n\n- level 0\n")
     page = page_mod.render(dict(data, owmi=dict(_owmi(2), score_md=md)), {})
     for shown in ("Runs: r (12 analysable rows)", "#### Reportability profile (x)", "| 0.125 |",
-                  "##### Pooled (p)", "#### Sensitivity anchors", "hits 4/32", "#### Claim verdicts"):
+                  "##### Pooled (p)", "#### Sensitivity anchors", "hits 4/32", "#### Claim verdicts", "- level 0"):
         assert shown in page
-    assert "Variance components" not in page and "not shown" not in page
+    assert "Variance components" not in page and "not shown" not in page and "left in the file" not in page
