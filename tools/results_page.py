@@ -39,7 +39,7 @@ def _header(data: dict) -> list[str]:
              f"- **Machine**: {m['platform']}, {m['cpus']} CPUs; torch {m['torch']} with {m['torch_threads']} "
              f"thread(s); Python {m['python']}", "", "??? note \"The steps it ran (each resumes its run directory under runs/results/)\"", ""]
     lines += [f"    - `{s}`" for s in data["steps"]] + [""]
-    lines += [f"- {n}" for n in data["notes"]]  # the tool's own notes + ([""] if data["notes"] else [])
+    lines += [f"- {n}" for n in data["notes"]] + ([""] if data["notes"] else [])  # the tool's own notes
     return lines
 
 
