@@ -88,7 +88,8 @@ def installable_models() -> tuple[list[str], list[str]]:
     return models, notes
 
 
-def plan(size: str, root: Path, models: list[str], notes: list[str], owmi_options: set[str]) -> Plan:
+def plan(size: str, root: Path, models: list[str], notes: list[str], owmi_options: set[str],
+         kp_options: set[str]) -> Plan:
     """The steps of ``size`` over ``models``; run directories under ``root`` are named by what they hold,
     so the two sizes share a run where they run the same thing."""
     if size not in SIZES:
@@ -117,7 +118,12 @@ def plan(size: str, root: Path, models: list[str], notes: list[str], owmi_option
     kp = "full" if size == "paper" else "test"
     anchor = str(root / f"owmi-known-positive-{kp}-embedded")
     p.anchors.append(anchor)
-    p.steps.append(["owmi", "known-positive", "--model", "embedded", "--preset", kp, "--out", anchor])
+    check = []  # Section 7.2's check: the adapted model through owmi run beside its base
+    if "--check" in kp_options:
+        check = ["--check"] + (["--items", "3", "--readout", "choice"] if size == "cpu-small" else [])
+    else:
+        p.notes.append("OWMI: this tamperbench has no `owmi known-positive --check`; the anchor's held-out check only.")
+    p.steps.append(["owmi", "known-positive", "--model", "embedded", "--preset", kp, *check, "--out", anchor])
     p.score = str(root / size / "owmi-score")
     p.steps.append(["owmi", "score", *p.owmi, *p.anchors, "--out", p.score])
     return p
@@ -167,7 +173,7 @@ def collect_quote(runs: list[str]) -> dict | None:
     return {"runs": runs, "summary": summary, "markdown": to_markdown(summary)}
 
 
-def collect_owmi(runs: list[str], score_dir: str) -> dict | None:
+def collect_owmi(runs: list[str], anchors: list[str], score_dir: str) -> dict | None:
     from tamperbench.owmi.summary import SQL
     from tamperbench.store import RunStore
 
@@ -182,6 +188,8 @@ def collect_owmi(runs: list[str], score_dir: str) -> dict | None:
         out["runs"].append({"run": run, "spec": spec, "conditions": rows})
     score = Path(score_dir) / "owmi_score.json"
     out["score"] = json.loads(score.read_text()) if score.is_file() else None
+    checks = [Path(a) / "known_positive_check.md" for a in anchors]
+    out["positive_check_md"] = "\n".join(c.read_text() for c in checks if c.is_file()) or None
     score_md = Path(score_dir) / "owmi_score.md"
     out["score_md"] = score_md.read_text() if score_md.is_file() else None
     return out if out["runs"] else None
@@ -208,7 +216,7 @@ def collect(p: Plan, command: str, work: Path) -> dict:
     return {"size": p.size, "machine": machine(command), "notes": p.notes,
             "steps": [" ".join(["tamperbench", *s]).replace(f"{ROOT}/", "") for s in p.steps],
             "sleight": collect_sleight(p.sleight, work / "sleight-tables"),
-            "quote": collect_quote(p.quote), "owmi": collect_owmi(p.owmi, p.score)}
+            "quote": collect_quote(p.quote), "owmi": collect_owmi(p.owmi, p.anchors, p.score)}
 
 
 def write_page(data: dict, docs: Path) -> Path:
@@ -233,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--page-only", action="store_true", help="rebuild the page from the stored runs; run nothing")
     args = ap.parse_args(argv)
     models, notes = installable_models()
-    p = plan(args.size, args.runs, models, notes, _cli_options("owmi", "run"))
+    p = plan(args.size, args.runs, models, notes, _cli_options("owmi", "run"), _cli_options("owmi", "known-positive"))
     if not args.page_only:
         execute(p)
     command = " ".join(["python tools/results.py", *(sys.argv[1:] if argv is None else argv)])

@@ -106,6 +106,13 @@ def _owmi(o: dict | None, figures: dict[str, str]) -> list[str]:
                     "Only these rows parsed any report: " + ", ".join(some) + ".", ""]
     if "owmi" in figures:
         out += [f"![OWMI: yes-rate per condition]({figures['owmi']})", ""]
+    if o.get("positive_check_md"):
+        out += ["### Known-positive check: the adapted model through `owmi run` beside its base", "",
+                "As `owmi known-positive --check` wrote it (`known_positive_check.md` in the anchor directory): the "
+                "instrument must see the effect the fine-tune put there, and no effect in the unadapted base.", "",
+                o["positive_check_md"].strip(), ""]
+    else:
+        out += ["The known-positive check (`owmi known-positive --check`) has not been run on these runs.", ""]
     if o.get("score_md"):
         out += ["### `owmi score`: detection against the controls and the known-positive anchor", "",
                 "Sections of the run's `owmi_score.md` (the full file, with dose, variance, decay and closed-set "

@@ -85,7 +85,7 @@ def _owmi(parsed: int) -> dict:
              "parsed": parsed, "yes_rate": (1 / 3) if parsed else None, "rubric_rate": None,
              "js": 0.01234 if c != "sham" else 0.0, "causal": None} for c in ("intervention", "sham", "random")]
     return {"runs": [{"run": "runs/results/owmi-quick-embedded", "spec": {"preset": "quick"}, "conditions": cond}],
-            "score": None, "score_md": None}
+            "score": None, "score_md": None, "positive_check_md": None}
 
 
 @pytest.fixture(scope="module")
@@ -165,3 +165,6 @@ def test_owmi_score_sections_are_copied_as_score_printed_them(collected):
                   "##### Pooled (p)", "#### Sensitivity anchors", "hits 4/32", "#### Claim verdicts", "- level 0"):
         assert shown in page
     assert "Variance components" not in page and "not shown" not in page and "left in the file" not in page
+    check = "| adapted (known positive): `e+peft:a` | choice | 6 (3) | 6/6 | +0.833 |\n\nPASS: under the choice read-out"
+    page = page_mod.render(dict(data, owmi=dict(_owmi(2), positive_check_md=check)), {})
+    assert check in page and foreign_numbers(page, dict(data, owmi=dict(_owmi(2), positive_check_md=check))) == []
