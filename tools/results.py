@@ -4,12 +4,15 @@ and its figures (``docs/results/*.svg``) from those runs.
 Two sizes (``--size``):
 
 - ``paper`` (``make results``): the paper presets that fit on a CPU: Sleight of Word ``--preset paper`` on
-  the embedded model, Exact Words ``standard`` with repeats and sampling on every installable model, OWMI
-  ``quick`` (with the token-level ``--readout choice`` when this tamperbench has it) and the known-positive
-  anchor's ``full`` preset. Hours on a CPU.
+  the embedded model, Exact Words ``standard`` with 5 repeats at temperature 0.7 on every installable model,
+  OWMI ``quick`` (with the token-level ``--readout choice`` when this tamperbench has it) and the
+  known-positive anchor's ``full`` preset with its ``--check`` under every read-out. Hours on a CPU.
 - ``cpu-small`` (``make results RESULTS=cpu-small``): Sleight of Word ``quick`` and Exact Words ``standard``
-  (greedy) on every installable model, OWMI ``quick`` and the known-positive anchor's ``test`` preset, in
-  about a quarter of an hour on 2 cores.
+  (greedy) on every installable model, OWMI ``quick`` and the known-positive anchor's ``test`` preset with its
+  ``--check`` (choice read-out, 3 items): about 15-20 minutes on 2 idle cores.
+
+Every Sleight of Word run is judged by the embedded model as its one juror. A run directory that holds an
+older spec (a preset changed since) is refused in one line; move it away to rerun it.
 
 Every step is the CLI command a user would type, run in-process through the typer app (as ``tamperbench
 demo`` does), into ``runs/results/`` (git-ignored). Each run directory is resumed, so a rerun reuses what is
@@ -243,7 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     models, notes = installable_models()
     p = plan(args.size, args.runs, models, notes, _cli_options("owmi", "run"), _cli_options("owmi", "known-positive"))
     if not args.page_only:
-        execute(p)
+        from tamperbench.errors import UserError
+
+        try:
+            execute(p)
+        except UserError as err:  # e.g. a run directory that holds an older spec: one line, exit 2
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     command = " ".join(["python tools/results.py", *(sys.argv[1:] if argv is None else argv)])
     print(f"wrote {write_page(collect(p, command, args.runs / args.size), args.docs)}")
     return 0
