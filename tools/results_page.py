@@ -34,7 +34,9 @@ def _header(data: dict) -> list[str]:
              "([Sleight of Word](sleight.md), [Exact Words](quote.md), [OWMI](owmi.md)).", "",
              f"This page was produced by {SIZE_TEXT[data['size']]}.", "",
              f"- **Date**: {m['date']}",
-             f"- **Command**: `{m['command']}` (what `{MAKE[data['size']]}` runs)",
+             f"- **Command**: `{m['command']}` (" + ("the page rebuilt from the stored runs of "
+                                                     if "--page-only" in m["command"] else "what ")
+             + f"`{MAKE[data['size']]}`" + ("" if "--page-only" in m["command"] else " runs") + ")",
              f"- **tamperbench**: {m['tamperbench']}, commit `{commit}",
              f"- **Machine**: {m['platform']}, {m['cpus']} CPUs; torch {m['torch']} with {m['torch_threads']} "
              f"thread(s); Python {m['python']}", "", "??? note \"The steps it ran (each resumes its run directory under runs/results/)\"", ""]
