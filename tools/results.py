@@ -189,8 +189,6 @@ def collect_owmi(runs: list[str], anchors: list[str], score_dir: str) -> dict | 
             rows = [dict(zip(cols, r)) for r in store.con.execute(SQL).fetchall()]
             spec = {k: store.spec_dict.get(k) for k in ("readout", "seeds", "models")}
         out["runs"].append({"run": run, "spec": spec, "conditions": rows})
-    score = Path(score_dir) / "owmi_score.json"
-    out["score"] = json.loads(score.read_text()) if score.is_file() else None
     checks = [Path(a) / "known_positive_check.md" for a in anchors]
     out["positive_check_md"] = "\n".join(c.read_text() for c in checks if c.is_file()) or None
     score_md = Path(score_dir) / "owmi_score.md"

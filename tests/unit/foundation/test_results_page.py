@@ -85,7 +85,7 @@ def _owmi(parsed: int) -> dict:
              "parsed": parsed, "yes_rate": (1 / 3) if parsed else None, "rubric_rate": None,
              "js": 0.01234 if c != "sham" else 0.0, "causal": None} for c in ("intervention", "sham", "random")]
     return {"runs": [{"run": "runs/results/owmi-quick-embedded", "spec": {"preset": "quick"}, "conditions": cond}],
-            "score": None, "score_md": None, "positive_check_md": None}
+            "score_md": None, "positive_check_md": None}
 
 
 @pytest.fixture(scope="module")
