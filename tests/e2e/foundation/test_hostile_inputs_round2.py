@@ -228,7 +228,8 @@ def _owmi_run(path: Path) -> Path:
                 top_p=1.0, max_new_tokens=8, benchmark="b", domain="knowledge", item_provenance="{}",
                 object_kind="resid_post", site="resid_post.1", layer=1, operator="add", dose=8.0, positions="task",
                 when="prefill", seed=0, probe_family="detection", probe_text="p", prompt_text="t", prompt_ids=[1],
-                intervened_positions=[], response="{}", finish_reason="stop", track="A", hook_scope="active")
+                intervened_positions=[], response="{}", finish_reason="stop", track="A", hook_scope="active",
+                readout="generated")
     recs = [OwmiRun(**base, key=trial_key([p, cond]), pair_id=f"p{p}", item_id=f"i{p}", condition=cond,
                     observer_tier=None, parse_ok=True, detected=det, graded=float(det))
             for p in range(12) for cond, det in (("intervention", p % 2 == 0), ("sham", p % 5 == 0))]
