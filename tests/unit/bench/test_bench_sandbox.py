@@ -76,7 +76,9 @@ def test_infinite_loop_killed_at_timeout():
     start = time.perf_counter()
     result = run_program("while True:\n    pass\n", Limits(timeout_s=0.25))
     elapsed = time.perf_counter() - start
-    assert result.status == "timeout" and result.returncode == -9
+    # SIGKILL either way: -9 when the sandbox's init was killed first, 137 (128 + 9) when bubblewrap
+    # reports the program's own SIGKILL (which one wins depends on timing, e.g. on a loaded machine)
+    assert result.status == "timeout" and result.returncode in (-9, 137)
     assert 0.25 <= elapsed < 5.0
 
 
