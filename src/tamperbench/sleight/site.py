@@ -154,10 +154,10 @@ def build_section(runs: list[RunInfo], writer) -> Section:
         section.plots.append(Plot("Δ surprisal and Δ entropy per model",
                                   writer.figure(site_plots.plot_deltas(summaries), "sleight_deltas"),
                                   "mean over touched trials' Deltas, 95% bootstrap interval over questions"))
-    if any(m["split"].get(k) is not None for m in summaries for k in ("flagged_entity", "derailed_entity")):
+    if summaries:
         section.plots.append(Plot("Flagged and derailed: entity phrase vs substituted words",
                                   writer.figure(site_plots.plot_entity_vs_words(summaries), "sleight_entity_vs_words"),
-                                  "jury majority labels; empty until judged"))
+                                  "jury majority labels, each bar with its n; 'not judged' before judging"))
     if all_traces:
         profiles = {s: site_plots.swap_profile(all_traces, s) for s in site_plots.SIGNALS}
         means = {s: (sum(sum(c[s]) for c in clean_rows) / max(1, sum(len(c[s]) for c in clean_rows)))

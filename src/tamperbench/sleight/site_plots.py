@@ -101,6 +101,8 @@ def plot_profiles(profiles: dict[str, dict], clean_means: dict[str, float | None
 
 
 def plot_entity_vs_words(summaries: list[dict]):
+    """Grouped bars per model, each labelled with its n; a rate of 0 is a visible zero bar on a 0-based axis
+    (not an empty axis around 0), and a model not judged yet says so instead of drawing nothing."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -109,10 +111,23 @@ def plot_entity_vs_words(summaries: list[dict]):
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(summaries) + 2), 3.4))
     width = 0.2
     x = np.arange(len(summaries))
+    top = 0.0
     for k, (key, label) in enumerate((("flagged_entity", "flagged, entity"), ("flagged_words", "flagged, words"),
                                       ("derailed_entity", "derailed, entity"), ("derailed_words", "derailed, words"))):
-        vals = [np.nan if m["split"].get(key) is None else m["split"][key] for m in summaries]
-        ax.bar(x + (k - 1.5) * width, vals, width, label=label)
+        vals = [m["split"].get(key) for m in summaries]
+        ns = [(m["split"].get("counts") or {}).get(key) for m in summaries]
+        xs = x + (k - 1.5) * width
+        bars = ax.bar(xs, [0.0 if v is None else v for v in vals], width, label=label)
+        for bar, v, n in zip(bars, vals, ns):
+            if v is not None:
+                top = max(top, float(v))
+                ax.annotate("n/a" if n is None else f"n={n}", (bar.get_x() + bar.get_width() / 2, float(v)),
+                            xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=6)
+    for i, m in enumerate(summaries):
+        if all(m["split"].get(k) is None for k in ("flagged_entity", "flagged_words", "derailed_entity",
+                                                   "derailed_words")):
+            ax.text(x[i], 1.0, "not judged", ha="center", va="bottom", fontsize=8, color="#666")
+    ax.set_ylim(0, max(10.0, top * 1.2))
     ax.set_xticks(x, [m["model"] for m in summaries], fontsize=8)
     ax.set_ylabel("% of touched trials")
     ax.legend(fontsize=8)
