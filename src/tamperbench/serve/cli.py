@@ -24,8 +24,9 @@ def serve(
     served_name: Annotated[Optional[str], typer.Option("--served-model-name", help="Model name clients ask for "
                                                        "(default: the model spec).")] = None,
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, max=256, help="Concurrent requests decoded as one batch.")] = 16,
-    max_queue: Annotated[int, typer.Option("--max-queue", min=0, max=100_000, help="Requests that may wait for a free "
-                                           "row; past it the server answers 503 with Retry-After.")] = 64,
+    max_queue: Annotated[int, typer.Option("--max-queue", min=0, max=100_000, help="Requests that may wait beyond the "
+                                           "running batch (0: none; a request is taken only into a free row); past "
+                                           "it the server answers 503 with Retry-After.")] = 64,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = None,
 ) -> None:
