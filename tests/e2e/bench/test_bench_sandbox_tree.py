@@ -52,3 +52,13 @@ def test_code_scoring_refuses_without_a_cgroup_unless_unsafe(tmp_path):
     assert "sandbox: bubblewrap" in plain.stderr and "+ cgroup v" in plain.stderr
     verdict = json.loads(out.read_text())
     assert verdict["correct"] is True and verdict["detail"]["tree"]["oom_kills"] == 0
+
+
+def test_max_procs_out_of_range_is_one_line(tmp_path):
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"item_id": "mbpp/12", "response": CORRECT}) + "\n")
+    bad = subprocess.run([EXE, "bench", "score", "mbpp", "--data", str(MBPP), "--answers", str(answers),
+                          "--max-procs", "2"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "error: --max-procs must be in [4, 4096] (bubblewrap and the program take 3)"]

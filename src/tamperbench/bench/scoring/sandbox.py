@@ -176,17 +176,17 @@ def run_program(source: str, limits: Limits = Limits()) -> RunResult:
             shutil.rmtree(workdir, ignore_errors=True)
     exe = bwrap.require().exe
     tree = cgroup.TreeCgroup(_hierarchy(), limits.memory_mb << 20, limits.max_procs)
-    with tempfile.TemporaryFile() as program_file:  # unnamed; bwrap copies it in as the read-only program
-        program_file.write(source.encode("utf-8", "surrogatepass"))
-        program_file.seek(0)
-        info = os.pipe()
-        cmd = [*tree.launcher(),
-               *bwrap.bwrap_argv(exe, limits.tmpfs_mb << 20, str(CHILD), _env("/tmp"), program_file.fileno(), info[1]),
-               bwrap.base_python(), "-I", "-S", bwrap.CHILD_IN_SANDBOX, *flags, bwrap.PROGRAM_IN_SANDBOX]
-        try:
+    try:
+        with tempfile.TemporaryFile() as program_file:  # unnamed; bwrap copies it in as the read-only program
+            program_file.write(source.encode("utf-8", "surrogatepass"))
+            program_file.seek(0)
+            info = os.pipe()
+            cmd = [*tree.launcher(), *bwrap.bwrap_argv(exe, limits.tmpfs_mb << 20, str(CHILD), _env("/tmp"),
+                                                       program_file.fileno(), info[1]),
+                   bwrap.base_python(), "-I", "-S", bwrap.CHILD_IN_SANDBOX, *flags, bwrap.PROGRAM_IN_SANDBOX]
             return _run(cmd, None, {"PATH": "/usr/bin:/bin"}, program_file.fileno(), info, limits, isolation, tree)
-        finally:
-            tree.remove()
+    finally:
+        tree.remove()  # every process in it is gone by now (the namespace was awaited); what is left is killed
 
 
 def _run(cmd: list[str], cwd: str | None, env: dict[str, str], program_fd: int | None, info: tuple[int, int] | None,
