@@ -85,7 +85,10 @@ def score(
     fixture: FixtureOpt = False,
     out: Annotated[Optional[Path], typer.Option("--out", help="Verdicts JSONL (default: stdout).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Code benchmarks: seconds per program.")] = 10.0,
-    memory_mb: Annotated[int, typer.Option("--memory-mb", help="Code benchmarks: address-space limit.")] = 1024,
+    memory_mb: Annotated[int, typer.Option("--memory-mb", help="Code benchmarks: each process's address space and "
+                                           "the memory of the program's whole process tree (cgroup).")] = 1024,
+    max_procs: Annotated[int, typer.Option("--max-procs", help="Code benchmarks: processes and threads of a program's "
+                                           "whole tree, bubblewrap's two and the program included (cgroup).")] = 16,
     workers: Annotated[int, typer.Option("--workers", help="Code benchmarks: programs run at once.")] = 2,
     unsafe_no_sandbox: Annotated[bool, typer.Option(
         "--unsafe-no-sandbox", help="Code benchmarks: run the programs without bubblewrap (rlimits and an audit "
@@ -93,7 +96,8 @@ def score(
 ) -> None:
     """Score answers produced elsewhere by the benchmark's own rule; bad lines are reported and skipped.
 
-    Code benchmarks (HumanEval, MBPP) run each program under bubblewrap and refuse without it."""
+    Code benchmarks (HumanEval, MBPP) run each program under bubblewrap, in a cgroup bounding its whole process
+    tree, and refuse without them."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tamperbench.bench.answers import parse_answers, read_answer_lines
@@ -103,11 +107,13 @@ def score(
 
     if not (0 < timeout <= 3600) or not (64 <= memory_mb <= 1 << 20) or not (1 <= workers <= 256):
         raise UserError("--timeout must be in (0, 3600], --memory-mb in [64, 1048576] and --workers in [1, 256]")
+    if not 4 <= max_procs <= 4096:
+        raise UserError("--max-procs must be in [4, 4096] (bubblewrap and the program take 3)")
     if out is not None and (out.is_dir() or out.is_symlink()):
         raise UserError(f"--out: {out}: " + ("is a symbolic link; give the file itself" if out.is_symlink()
                                               else "is a folder; give a file name"))
     loaded = load(name, data, fixture=fixture)
-    limits = Limits(timeout_s=timeout, memory_mb=memory_mb, sandboxed=not unsafe_no_sandbox)
+    limits = Limits(timeout_s=timeout, memory_mb=memory_mb, max_procs=max_procs, sandboxed=not unsafe_no_sandbox)
     sandbox = isolation_name(limits) if loaded.adapter.scoring == "code_tests" else None  # refuses without bwrap
     lines, problems = read_answer_lines(answers)
     by_id = {it.id: it for it in loaded.items}

@@ -126,7 +126,8 @@ def create_app(backend, *, model_name: str, api_key: str | None = None, max_batc
             fut = asyncio.wrap_future(batcher.submit(job))
         except QueueFull:
             raise _Refused(JSONResponse(
-                {"error": {"message": f"server busy: {batcher.max_queue} requests are waiting; retry later",
+                {"error": {"message": f"server busy: the batch's {batcher.max_batch} rows are taken and "
+                                      f"{batcher.max_queue} requests wait beyond them; retry later",
                            "type": "server_error", "param": None, "code": "queue_full"}},
                 status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})) from None
         while True:
@@ -195,22 +196,26 @@ def create_app(backend, *, model_name: str, api_key: str | None = None, max_batc
         if (bad := fits(len(ids), req.max_tokens)) is not None:
             return bad
         top = req.logprobs or 0
+        scored = None  # the prompt's own log-probs (echo): a batcher job like decoding, queued and cancellable
+        if req.echo and req.logprobs is not None:
+            scored = await run(Job(ids, 0, top=top, score_prompt=True), request)
         if req.max_tokens == 0:
             job = Job(ids, 0, finish_reason="length")
         else:
             job = await run(Job(ids, req.max_tokens, req.stop, top, req.temperature, req.seed), request)
         text = job.text or backend.decode(job.tokens)
-        toks, lps = list(job.tokens), list(job.logprobs)
+        toks, lps = list(job.tokens), list[float | None](job.logprobs)
         tops: list[dict | None] = []
         if req.logprobs is not None:
             tops = [dict(zip((token_text(a, req.return_tokens_as_token_ids) for a in ids_), lp_))
                     for ids_, lp_ in zip(job.top_ids, job.top_logprobs)] if top else [None] * len(toks)
         if req.echo:
             text = prompt_text + text
-            if req.logprobs is not None:
-                p_lp, p_top = await asyncio.to_thread(_prompt_logprobs, backend, ids, top, req.return_tokens_as_token_ids,
-                                                      token_text)
-                toks, lps, tops = ids + toks, p_lp + lps, p_top + tops
+            if scored is not None:
+                as_ids = req.return_tokens_as_token_ids
+                p_top = [dict(zip((token_text(a, as_ids) for a in ids_), lp_)) if top and i else None
+                         for i, (ids_, lp_) in enumerate(zip(scored.prompt_top_ids, scored.prompt_top_logprobs))]
+                toks, lps, tops = ids + toks, scored.prompt_logprobs + lps, p_top + tops
         logprobs = None
         if req.logprobs is not None:
             strs = [token_text(t, req.return_tokens_as_token_ids) for t in toks]
@@ -251,19 +256,3 @@ class _KeyCheck:
 class _BodyCapMiddleware(_BodyCap):
     """Starlette's ``add_middleware`` form of :class:`_BodyCap`."""
 
-
-def _prompt_logprobs(backend, ids: list[int], top: int, as_ids: bool, token_text) -> tuple[list, list]:
-    """Teacher-forced log-probs of the prompt's own tokens (echo): None for the first, as OpenAI does."""
-    lps: list = [None]
-    tops: list = [None]
-    for positions, chunk in backend.next_token_distributions(ids, chunk_size=128):
-        for pos, row in zip(positions, chunk):
-            if pos + 1 >= len(ids):
-                continue
-            lps.append(float(row[ids[pos + 1]]))
-            if top:
-                vals, idx = row.topk(top)
-                tops.append({token_text(int(a), as_ids): float(b) for a, b in zip(idx, vals)})
-            else:
-                tops.append(None)
-    return lps, tops

@@ -10,7 +10,13 @@ Abandoned work is dropped: a handler whose client has gone calls :meth:`Continuo
 waiting job is cancelled before it is admitted, a running one leaves the batch before the next step,
 so its rows stop costing compute and cache. The waiting line is bounded (``max_queue``): a job past it
 is refused with :class:`QueueFull` (the server answers 503 with ``Retry-After``) instead of letting
-every client's latency grow without limit. When no job is running the decoder is dropped, so the
+every client's latency grow without limit. ``max_queue`` counts jobs beyond the running batch: with 0,
+a job is taken only while the batch has a free row.
+
+Scoring a prompt (echo with log-probs: teacher-forced log-probs of the prompt's own tokens) is a job
+too (``Job.score_prompt``), so it shares the queue, the batch's rows and the cancellation: it runs on
+this thread, one chunk of :data:`SCORE_CHUNK` tokens per loop turn between decoding steps, and an
+abandoned one stops at the next chunk. When no job is running the decoder is dropped, so the
 cache of a burst of long requests is freed rather than kept for the life of the server.
 """
 
@@ -18,10 +24,13 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Generator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import torch
+
+SCORE_CHUNK = 32  # prompt tokens per forward pass of a scoring job: the most a cancelled one still costs
 
 
 @dataclass
@@ -43,6 +52,10 @@ class Job:
     finish_reason: str = "length"
     generator: torch.Generator | None = None
     abandoned: bool = False  # set by the handler when its client disconnected
+    score_prompt: bool = False  # score the prompt's own tokens (echo log-probs) instead of decoding
+    prompt_logprobs: list[float | None] = field(default_factory=list)  # None for the first token
+    prompt_top_ids: list[list[int]] = field(default_factory=list)  # [] for the first token
+    prompt_top_logprobs: list[list[float]] = field(default_factory=list)
 
 
 class QueueFull(Exception):
@@ -56,7 +69,11 @@ class ContinuousBatcher:
         self.backend, self.max_batch, self.topk, self.max_queue = backend, max_batch, topk, max_queue
         self.inbox: queue.Queue[Job] = queue.Queue()
         self.eos = set(backend.eos_ids)
-        self.stats = {"steps": 0, "tokens": 0, "max_rows": 0, "active": 0, "dropped": 0, "refused": 0}
+        self.stats = {"steps": 0, "tokens": 0, "max_rows": 0, "active": 0, "dropped": 0, "refused": 0,
+                      "scored_tokens": 0}
+        self._scoring: list[tuple[Job, Generator[None, None, None]]] = []  # admitted scoring jobs, served round-robin
+        self._inflight = 0  # jobs submitted and not finished (waiting, decoding or scoring)
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._idle_at = 0  # decoding steps taken when the decoder was last dropped
         self._warm_up()
@@ -82,14 +99,22 @@ class ContinuousBatcher:
             return sum(not j.future.cancelled() for j in self.inbox.queue)
 
     def submit(self, job: Job) -> Future:
-        """Queue ``job``; raises :class:`QueueFull` when ``max_queue`` jobs are already waiting."""
-        if self.waiting() >= self.max_queue:
-            self.stats["refused"] += 1
-            raise QueueFull(f"{self.max_queue} requests are waiting")
+        """Queue ``job``; raises :class:`QueueFull` when the batch's rows are taken and ``max_queue`` jobs
+        already wait beyond them (counted exactly: a job counts from here until its future is done)."""
+        with self._lock:
+            if self._inflight >= self.max_batch + self.max_queue:
+                self.stats["refused"] += 1
+                raise QueueFull(f"{self.max_queue} requests are waiting")
+            self._inflight += 1
+        job.future.add_done_callback(self._finished)
         if job.temperature > 0:
             job.generator = torch.Generator().manual_seed(int(job.seed or 0))
         self.inbox.put(job)
         return job.future
+
+    def _finished(self, _future: Future) -> None:
+        with self._lock:
+            self._inflight -= 1
 
     def abandon(self, job: Job) -> None:
         """The job's client has gone: cancel it if it still waits, else drop its row at the next step."""
@@ -110,9 +135,11 @@ class ContinuousBatcher:
                     dec = self.backend.step_decoder(topk=self.topk, capacity=self.max_batch)
                 self._admit(dec, active)
                 self._drop_abandoned(dec, active)
-                self.stats["active"] = len(active)
+                self.stats["active"] = len(active) + len(self._scoring)
+                if self._scoring:
+                    self._score_chunk()
                 if not active:
-                    if self.stats["steps"] != self._idle_at:  # it decoded since it was last fresh: free its cache
+                    if not self._scoring and self.stats["steps"] != self._idle_at:  # free a used decoder's cache
                         dec, self._idle_at = None, self.stats["steps"]
                     continue
                 self._step(dec, active)
@@ -124,6 +151,12 @@ class ContinuousBatcher:
                 dec = None
 
     def _drop_abandoned(self, dec, active: dict[int, Job]) -> None:
+        for job, it in [(j, it) for j, it in self._scoring if j.abandoned]:
+            self._scoring.remove((job, it))
+            it.close()  # its cache goes with the generator
+            job.finish_reason = "abandoned"
+            job.future.set_result(job)
+            self.stats["dropped"] += 1
         gone = [rid for rid, j in active.items() if j.abandoned]
         if not gone:
             return
@@ -134,27 +167,30 @@ class ContinuousBatcher:
         dec.release(gone)
         self.stats["dropped"] += len(gone)
 
+    def _take(self, job: Job, new: list[Job]) -> None:
+        """A job leaving the waiting line: a decoding row, a scoring job, or dropped (cancelled)."""
+        if not job.future.set_running_or_notify_cancel():
+            self.stats["dropped"] += 1
+        elif job.score_prompt:
+            self._scoring.append((job, self._score(job)))
+        else:
+            new.append(job)
+
     def _admit(self, dec, active: dict[int, Job]) -> None:
-        """Move waiting jobs into free rows; blocks briefly only when nothing is running."""
+        """Move waiting jobs into free rows (a scoring job takes one too); blocks briefly only when
+        nothing is running."""
         new: list[Job] = []
-        if not active:
+        if not active and not self._scoring:
             try:
-                job = self.inbox.get(timeout=0.05)
+                self._take(self.inbox.get(timeout=0.05), new)
             except queue.Empty:
                 return
-            if job.future.set_running_or_notify_cancel():
-                new.append(job)
-            else:
-                self.stats["dropped"] += 1
-        while dec.free_slots > len(new):
+        while dec.free_slots > len(new) + len(self._scoring):
             try:
                 job = self.inbox.get_nowait()
             except queue.Empty:
                 break
-            if job.future.set_running_or_notify_cancel():
-                new.append(job)
-            else:
-                self.stats["dropped"] += 1
+            self._take(job, new)
         if not new:
             return
         try:
@@ -165,6 +201,33 @@ class ContinuousBatcher:
             return
         active.update(zip(rids, new))
         self.stats["max_rows"] = max(self.stats["max_rows"], len(active))
+
+    def _score(self, job: Job) -> Generator[None, None, None]:
+        """Fill the job's prompt log-probs one chunk per ``next``: the distribution after position p
+        gives the log-prob of token p + 1 (the first token has none, as in OpenAI's echo)."""
+        ids = job.prompt_ids
+        job.prompt_logprobs, job.prompt_top_ids, job.prompt_top_logprobs = [None], [[]], [[]]
+        for positions, chunk in self.backend.next_token_distributions(ids, chunk_size=SCORE_CHUNK):
+            for pos, row in zip(positions, chunk):
+                if pos + 1 < len(ids):
+                    job.prompt_logprobs.append(float(row[ids[pos + 1]]))
+                    vals, idx = row.topk(job.top) if job.top else (torch.empty(0), torch.empty(0))
+                    job.prompt_top_ids.append([int(a) for a in idx])
+                    job.prompt_top_logprobs.append([float(b) for b in vals])
+            self.stats["scored_tokens"] += len(positions)
+            yield
+
+    def _score_chunk(self) -> None:
+        """One forward pass of the first scoring job, which then goes to the back of the line."""
+        job, it = self._scoring.pop(0)
+        try:
+            next(it)
+        except StopIteration:
+            job.future.set_result(job)
+        except Exception as err:  # noqa: BLE001 - this job fails; the others go on
+            job.future.set_exception(err)
+        else:
+            self._scoring.append((job, it))
 
     def _step(self, dec, active: dict[int, Job]) -> None:
         force = {}

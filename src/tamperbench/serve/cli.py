@@ -24,8 +24,15 @@ def serve(
     served_name: Annotated[Optional[str], typer.Option("--served-model-name", help="Model name clients ask for "
                                                        "(default: the model spec).")] = None,
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, max=256, help="Concurrent requests decoded as one batch.")] = 16,
-    max_queue: Annotated[int, typer.Option("--max-queue", min=0, max=100_000, help="Requests that may wait for a free "
-                                           "row; past it the server answers 503 with Retry-After.")] = 64,
+    max_queue: Annotated[int, typer.Option("--max-queue", min=0, max=100_000, help="Requests that may wait beyond the "
+                                           "running batch (0: none; a request is taken only into a free row); past "
+                                           "it the server answers 503 with Retry-After.")] = 64,
+    max_connections: Annotated[int, typer.Option("--max-connections", min=1, max=100_000, help="Open connections "
+                                                 "at once; one past it is closed when accepted.")] = 256,
+    read_timeout: Annotated[float, typer.Option("--read-timeout", min=0.1, max=3600, help="Seconds a client has to "
+                                                "send a whole request (headers and body); a slower one is closed.")] = 10.0,
+    keep_alive_timeout: Annotated[int, typer.Option("--keep-alive-timeout", min=1, max=3600, help="Seconds an idle "
+                                                    "connection is kept open between requests.")] = 5,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = None,
 ) -> None:
@@ -52,11 +59,15 @@ def serve(
 
     from tamperbench.models import load_backend
     from tamperbench.serve.app import create_app
+    from tamperbench.serve.guard import ensure_fd_room, guarded_protocol
+
+    ensure_fd_room(max_connections)
 
     backend = load_backend(model, device=device, dtype=dtype)
     name = served_name or model
     app = create_app(backend, model_name=name, api_key=api_key, max_batch=max_batch, max_queue=max_queue)
     bound = sock.getsockname()[1]
     print(f"serving {name} at http://{host}:{bound}/v1 (provenance {backend.provenance_id})", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2,
+                            http=guarded_protocol(max_connections, read_timeout), timeout_keep_alive=keep_alive_timeout)
     uvicorn.Server(config).run(sockets=[sock])

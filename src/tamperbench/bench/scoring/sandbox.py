@@ -5,6 +5,8 @@ Layers, all in force before the program runs any of its code:
 - isolation: bubblewrap (bwrap.py says what the program can and cannot see). Required: without it
   :func:`run_program` raises :class:`~tamperbench.bench.scoring.bwrap.SandboxUnavailable`, unless
   ``Limits(sandboxed=False)`` (the CLI's ``--unsafe-no-sandbox``), which every result then names;
+- the whole process tree: a cgroup of its own (cgroup.py) bounds the memory of every process the program
+  starts together (``memory_mb``) and their number (``max_procs``, root included); required like bubblewrap;
 - wall-clock timeout: the whole sandbox is SIGKILLed (outer ``bwrap``'s process group; its PID namespace dies
   with it), and reading stops there: a child holding the output pipes cannot stretch the timeout;
 - output: at most ``output_mb`` is read from stdout and stderr together; past that the sandbox is killed
@@ -37,7 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tamperbench.bench.scoring import bwrap
+from tamperbench.bench.scoring import bwrap, cgroup
 
 CHILD = Path(__file__).with_name("_sandbox_child.py")
 TAIL = 2000  # bytes of stdout and of stderr kept (the end: where a traceback or the nonce is)
@@ -47,7 +49,8 @@ UNSAFE = "none (--unsafe-no-sandbox): rlimits and audit hook only"
 @dataclass(frozen=True)
 class Limits:
     timeout_s: float = 10.0
-    memory_mb: int = 1024
+    memory_mb: int = 1024  # each process's address space (RLIMIT_AS) and the whole tree's memory (cgroup)
+    max_procs: int = 16  # processes and threads of the whole tree, bubblewrap's two included (cgroup pids.max)
     cpu_s: int | None = None  # default: timeout rounded up + 1
     file_mb: int = 16
     output_mb: int = 16  # stdout + stderr read from the program before it is killed
@@ -65,11 +68,25 @@ class RunResult:
     stderr: str
     isolation: str  # e.g. 'bubblewrap 0.8.0', or UNSAFE
     output_bytes: int = 0  # stdout + stderr bytes read (at most output_mb, plus one read)
+    tree: dict | None = None  # the cgroup's counts: memory_peak_bytes, oom_kills, forks_refused (None unsandboxed)
+
+
+def _hierarchy() -> cgroup.Hierarchy:
+    """The cgroup hierarchy for process trees; otherwise :class:`SandboxUnavailable` in one line saying why."""
+    found = cgroup.probe()
+    if isinstance(found, str):
+        raise bwrap.SandboxUnavailable(
+            f"code scoring bounds each program's process tree (memory and process count) with a cgroup: {found}; "
+            "or pass --unsafe-no-sandbox to run untrusted programs with rlimits and an audit hook only")
+    return found
 
 
 def isolation_name(limits: Limits) -> str:
     """What will isolate programs under ``limits``; raises SandboxUnavailable when that cannot be had."""
-    return bwrap.require().version if limits.sandboxed else UNSAFE
+    if not limits.sandboxed:
+        return UNSAFE
+    version = bwrap.require().version
+    return f"{version} + {_hierarchy().name} (tree: {limits.memory_mb} MiB, {limits.max_procs} processes)"
 
 
 def _rlimits(limits: Limits) -> str:
@@ -154,23 +171,29 @@ def run_program(source: str, limits: Limits = Limits()) -> RunResult:
             program = workdir / "program.py"
             program.write_text(source, encoding="utf-8", errors="surrogatepass")
             cmd = [bwrap.base_python(), "-I", "-S", str(CHILD), *flags, str(program)]
-            return _run(cmd, str(workdir), _env(str(workdir)), None, None, limits, isolation)
+            return _run(cmd, str(workdir), _env(str(workdir)), None, None, limits, isolation, None)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
     exe = bwrap.require().exe
-    with tempfile.TemporaryFile() as program_file:  # unnamed; bwrap copies it in as the read-only program
-        program_file.write(source.encode("utf-8", "surrogatepass"))
-        program_file.seek(0)
-        info = os.pipe()
-        cmd = [*bwrap.bwrap_argv(exe, limits.tmpfs_mb << 20, str(CHILD), _env("/tmp"), program_file.fileno(), info[1]),
-               bwrap.base_python(), "-I", "-S", bwrap.CHILD_IN_SANDBOX, *flags, bwrap.PROGRAM_IN_SANDBOX]
-        return _run(cmd, None, {"PATH": "/usr/bin:/bin"}, program_file.fileno(), info, limits, isolation)
+    tree = cgroup.TreeCgroup(_hierarchy(), limits.memory_mb << 20, limits.max_procs)
+    try:
+        with tempfile.TemporaryFile() as program_file:  # unnamed; bwrap copies it in as the read-only program
+            program_file.write(source.encode("utf-8", "surrogatepass"))
+            program_file.seek(0)
+            info = os.pipe()
+            cmd = [*tree.launcher(), *bwrap.bwrap_argv(exe, limits.tmpfs_mb << 20, str(CHILD), _env("/tmp"),
+                                                       program_file.fileno(), info[1]),
+                   bwrap.base_python(), "-I", "-S", bwrap.CHILD_IN_SANDBOX, *flags, bwrap.PROGRAM_IN_SANDBOX]
+            return _run(cmd, None, {"PATH": "/usr/bin:/bin"}, program_file.fileno(), info, limits, isolation, tree)
+    finally:
+        tree.remove()  # every process in it is gone by now (the namespace was awaited); what is left is killed
 
 
 def _run(cmd: list[str], cwd: str | None, env: dict[str, str], program_fd: int | None, info: tuple[int, int] | None,
-         limits: Limits, isolation: str) -> RunResult:
+         limits: Limits, isolation: str, tree: cgroup.TreeCgroup | None) -> RunResult:
     """Start ``cmd``, feed it the nonce, read its output under the limits, and leave nothing of it running.
-    ``info``, when given, is a pipe (read, write) whose write end bwrap gets as ``--info-fd``; closed here."""
+    ``info``, when given, is a pipe (read, write) whose write end bwrap gets as ``--info-fd``; closed here.
+    ``tree``, when given, is the cgroup the command joins first; its counts are read once all is gone."""
     nonce = secrets.token_hex(16)
     start = time.perf_counter()
     deadline = time.monotonic() + limits.timeout_s
@@ -220,4 +243,4 @@ def _run(cmd: list[str], cwd: str | None, env: dict[str, str], program_fd: int |
         out = out[: -len(marker)]
     status = stopped or _status(proc.returncode, limits.sandboxed, seen)
     return RunResult(status, proc.returncode, wall, out.decode("utf-8", "replace"),
-                     err.decode("utf-8", "replace"), isolation, reader.total)
+                     err.decode("utf-8", "replace"), isolation, reader.total, tree.stats() if tree else None)

@@ -76,7 +76,8 @@ def _code(item: BenchItem, response: str, limits: Limits) -> Verdict:
                    correct=passed, parsed=code, parse_ok=True, gold=None,
                    detail={"status": result.status, "returncode": result.returncode, "wall_s": round(result.wall_s, 3),
                            "assembly": program.assembly, "sandbox": result.isolation,
-                           "output_bytes": result.output_bytes, "stderr_tail": result.stderr[-500:]})
+                           "output_bytes": result.output_bytes, "tree": result.tree,
+                           "stderr_tail": result.stderr[-500:]})
 
 
 def _ifeval(item: BenchItem, response: str) -> Verdict:
