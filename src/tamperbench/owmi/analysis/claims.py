@@ -52,6 +52,10 @@ def _q(x) -> str:
     return "n/a" if x is None else f"{x:+.3f}"
 
 
+def _p(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
 def _above(ci) -> bool | None:
     return None if ci is None else bool(ci[0] > 0)
 
@@ -86,7 +90,29 @@ def exceeds_sham(det: dict | None, bh_reject: bool | None) -> bool | None:
     c = (det or {}).get("complete", {})
     if not c.get("pairs"):
         return None
-    return bool(c["auroc_ci"][0] > 0.5 and (bh_reject is not False))
+    if c.get("verdict") is not None:  # the two-sided verdict (verdict.py): item floor, exact test, BH, interval
+        return c["verdict"]["name"] == "exceeds_sham"
+    return bool(c["auroc_ci"][0] > 0.5 and (bh_reject is not False))  # an entry scored without a verdict
+
+
+def verdict_level(c: dict, beats_sham: bool | None, anchors_ok: bool) -> tuple[int, str] | None:
+    """The level a cell's two-sided verdict (``verdict.py``) sets before the controls are read, or None
+    where the controls decide (the verdict exceeds sham) or the entry has no verdict. Too few items:
+    level 1 with "too few items (n) for a claim"; below sham: level 3 as a disturbance, never a null;
+    undetermined: level 1 (neither detection nor a bound); bounded: level 2 with valid anchors."""
+    from tamperbench.owmi.analysis.verdict import VERDICTS
+
+    v = c.get("verdict")
+    if v is None or beats_sham:
+        return None
+    if v.get("too_few_items"):
+        return 1, f"{v['reason']}: instrument-sensitivity diagnosis only"
+    if v["name"] == "below_sham":
+        return 3, (f"{VERDICTS['below_sham']} (report production responds to the perturbation in the direction opposite "
+                   "to detection; this is an effect, never a null, and licenses no access claim)")
+    if v["name"] == "undetermined":
+        return 1, f"{LEVELS[1]} ({v['reason']})"
+    return (2, LEVELS[2]) if anchors_ok else (1, LEVELS[1])
 
 
 RECON_NAME = "reconstruction beats the observer bound (rule-scored, {v})"
@@ -150,8 +176,16 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
                   + _by_name(probe)))
     auc_ci = c.get("auroc_ci")
     beats_sham = exceeds_sham(det, bh_reject)
+    vd = c.get("verdict")
+    if vd is not None:
+        from tamperbench.owmi.analysis.verdict import ITEM_FLOOR
+
+        conds.append((f"at least {ITEM_FLOOR} distinct items (the floor for any claim beyond a diagnosis)",
+                      bool(vd["n_items"] >= ITEM_FLOOR) if pairs else None, f"{vd['n_items']} items"))
     conds.append(("detection exceeds paired sham (AUROC interval above 0.5, BH-controlled)", beats_sham,
-                  f"AUROC={c.get('auroc', float('nan')):.4f} [{auc_ci[0]:.4f}, {auc_ci[1]:.4f}]" if pairs else "-"))
+                  (f"AUROC={c.get('auroc', float('nan')):.4f} [{auc_ci[0]:.4f}, {auc_ci[1]:.4f}]"
+                   + (f"; verdict {vd['name']}, p = {_p(vd['p_value'])} (item permutation test)" if vd else ""))
+                  if pairs else "-"))
     margins = (det or {}).get("margins", {})
     rnd = margins.get("random_matched") or margins.get("random_unit")
     present = {p["condition"] for p in (det or {}).get("parse_rates", [])}
@@ -182,8 +216,11 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
     held = [f"{n}: {d}" for n, ok, d in conds if ok is True]
     failed = [f"{n}: {d}" for n, ok, d in conds if ok is False]
     unknown = [f"{n}: {d}" for n, ok, d in conds if ok is None]
+    by_verdict = verdict_level(c, beats_sham, kp_ok is True and pr_ok is True) if pairs else None
     if not pairs:
         level = 0
+    elif by_verdict is not None:
+        level = by_verdict[0]
     elif beats_sham:
         ctrl_ok = _above(rnd and rnd["ci"]) is True and _above(obs and obs["ci"]) is True
         # level 5 also needs reconstruction to beat the observer bound AND a human validation of that score
@@ -196,7 +233,7 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
         level = 1
     else:
         level = 2
-    text = LEVELS[level]
+    text = by_verdict[1] if by_verdict is not None else LEVELS[level]
     if level == 4 and recon_conds[0][1] is True and recon_conds[1][1] is not True:
         text += (" (reconstruction beats the observer bound by the rule score, which is not human-validated: D.3 "
                  "requires a human-validated subset before any reconstruction claim, so no semantic access is claimed)")

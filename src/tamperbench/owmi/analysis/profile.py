@@ -123,7 +123,6 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
     from tamperbench.owmi.analysis import reconstruction as rc
     from tamperbench.owmi.analysis.claims import exceeds_sham
     from tamperbench.stats.dose import extraction_ratio
-    from tamperbench.stats.multiple import benjamini_hochberg
 
     rows, anchors, excluded = load_runs(paths)
     cells: list[dict[str, Any]] = []
@@ -142,10 +141,11 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         entry["confidence"] = confidence_entry(rs)
         cells.append(entry)
     det_cells = [c for c in cells if c["cell"]["probe_family"] == "detection"]
-    bh = benjamini_hochberg([c["detection"]["complete"]["p_value"] if c["detection"]["complete"]["p_value"] is not None
-                             else float("nan") for c in det_cells])
-    for c, rej, q in zip(det_cells, bh["reject"], bh["q"]):
-        c["detection"]["complete"]["bh_q"], c["detection"]["complete"]["bh_reject"] = q, rej
+    from tamperbench.owmi.analysis import verdict
+
+    det_rows = [r for r in rows if r["probe_family"] == "detection"]
+    pooled, all_models = _pools(det_rows, n_boot, seed)
+    bh = verdict.apply(det_cells, pooled)  # BH over the cells at the item floor; every verdict (verdict.py)
 
     ladders = {}
     for key, rs in group_cells([r for r in rows if r["probe_family"] == "detection"], LADDER_FIELDS).items():
@@ -176,9 +176,6 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
                                     exceeds_sham(c["detection"], comp.get("bh_reject")))
         c["rho"] = (extraction_ratio(comp["margin"], tuple(comp["margin_ci"]), probe["m_probe"])
                     if probe and comp["pairs"] else None)
-
-    det_rows = [r for r in rows if r["probe_family"] == "detection"]
-    pooled, all_models = _pools(det_rows, n_boot, seed)
 
     decay = decay_contrasts(rows, n_boot=n_boot, seed=seed, level=decay_level)
     variance, model_claims = _model_level(rows, det_rows, decay)

@@ -124,6 +124,28 @@ def _fmt_ci(d: dict) -> list[float]:
     return [float(x) for x in d["ci"]]
 
 
+def _bound_readable(c: dict) -> bool:
+    """An equivalence bound is read only from a bootstrap that varied (SE > 0), over at least the item floor,
+    from a reporter that varied: a zero SE never gives a bound (``verdict`` module text)."""
+    from tamperbench.owmi.analysis.verdict import ITEM_FLOOR
+
+    se = c["auroc_se"]
+    return bool(c["pairs"] and se is not None and np.isfinite(se) and se > 0 and c["items"] >= ITEM_FLOOR
+                and c.get("score_levels") != 1)
+
+
+def detection_test(rows: list[dict], seed: int) -> dict:
+    """The complete-pair permutation test behind the verdict (``stats.permutation``): p-value, test name,
+    exact or Monte Carlo, and the number of distinct score levels (1: a constant reporter)."""
+    from tamperbench.stats.pairs import paired_detection
+    from tamperbench.stats.permutation import item_signflip_test
+
+    p = paired_detection(rows, coding="complete")
+    t = item_signflip_test(p["g_a"], p["g_b"], p["clusters"], seed=seed)
+    return {"p_value": t["p_value"], "p_test": t["test"], "p_exact": t["exact"], "p_flips": t["flips"],
+            "score_levels": len(set(p["g_a"]) | set(p["g_b"]))}
+
+
 def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
     """Both codings, parse rates, control margins, equivalence bound for one cell (or a pool)."""
     from tamperbench.stats.bootstrap import detection_bootstrap, mean_bootstrap
@@ -144,11 +166,12 @@ def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
                          "hit_rate": float(np.mean(p["y_a"])) if p["y_a"] else None,
                          "false_alarm_rate": float(np.mean(p["y_b"])) if p["y_b"] else None}
     entry["inclusive"]["parsed_pairs"] = parsed_pairs(own, "intervention", ("sham",))
+    entry["complete"].update(detection_test(own, seed))
     c = entry["complete"]
     se = c["auroc_se"]
-    c["p_value"] = (float(2 * norm.sf(abs(c["auroc"] - 0.5) / se)) if se and np.isfinite(se) and se > 0
-                    else (1.0 if c["pairs"] else None))
-    c["equivalence"] = (equivalence_bound(c["auroc"], se if np.isfinite(se) else 0.0, ALPHAS) if c["pairs"] else [])
+    c["p_value_bootstrap_z"] = (float(2 * norm.sf(abs(c["auroc"] - 0.5) / se)) if se and np.isfinite(se) and se > 0
+                                else None)
+    c["equivalence"] = equivalence_bound(c["auroc"], se, ALPHAS) if _bound_readable(c) else []
     entry["shift_inclusive_minus_complete"] = (entry["inclusive"]["dprime"] - c["dprime"]
                                                if c["pairs"] and entry["inclusive"]["pairs"] else None)
     entry["parse_rates"] = tier_parse_rates(rows)
