@@ -110,3 +110,13 @@ def test_a_constant_reporter_is_undetermined_with_no_bound(scored):
     assert v.get("name") == "undetermined" and "constant reporter" in v["reason"]
     assert comp["p_value_bootstrap_z"] is None
     assert c["claim"]["level"] <= 1
+
+
+def test_bh_runs_over_the_cells_at_the_item_floor_only(scored):
+    from statsmodels.stats.multitest import multipletests
+
+    by_site = scored[0]
+    fam = [by_site[s]["detection"]["complete"] for s in ("resid_post.3", "resid_post.5", "resid_post.9")]
+    _, q, _, _ = multipletests([c["p_value"] for c in fam], method="fdr_bh")
+    assert [c["bh_q"] for c in fam] == pytest.approx(list(q))
+    assert by_site["resid_post.7"]["detection"]["complete"]["bh_q"] is None
