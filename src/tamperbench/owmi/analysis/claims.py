@@ -84,6 +84,15 @@ def no_margin(det: dict | None, conditions: tuple[str, ...], what: str) -> str:
             f" ({own} intervention rows parsed)")
 
 
+def input_side_note(margins: dict) -> str | None:
+    """Why a Track A cell has no output-side observer bound (Section 3.4), with its input-side baseline."""
+    m = margins.get("observer_input_side")
+    if m is None:
+        return None
+    return (f"not measured on the output side: {m['note']}; input-side margin {m['estimate']:+.4f} "
+            f"[{m['ci'][0]:+.4f}, {m['ci'][1]:+.4f}] (tiers {m.get('observer_tiers')})")
+
+
 def exceeds_sham(det: dict | None, bh_reject: bool | None) -> bool | None:
     """Detection exceeds paired sham: complete-pair AUROC interval above 0.5 and BH not refusing it;
     None without a scorable pair. Shared by the claim and by Eq. 17 (``reconstruction.eq17``)."""
@@ -197,7 +206,7 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
     obs = margins.get("observer")
     conds.append(("margin over the observer bound above zero", _above(obs and obs["ci"]),
                   f"{obs['estimate']:+.4f} [{obs['ci'][0]:+.4f}, {obs['ci'][1]:+.4f}] (tiers {obs.get('observer_tiers')})"
-                  if obs else no_margin(det, ("observer",), "observer")))
+                  if obs else (input_side_note(margins) or no_margin(det, ("observer",), "observer"))))
     recon_conds = _recon_conditions(recon, recon_validation)
     conds += recon_conds
     m0 = (ladder or {}).get("m0") if ladder else None

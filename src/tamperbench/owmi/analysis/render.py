@@ -51,10 +51,12 @@ def detection_rows(result: dict) -> list[dict]:
                     "inclusive_auroc": NO_PARSED if inc.get("parsed_pairs") == 0 else inc["auroc"],
                     "parse": parse, "margin_random": margin(mg.get("random_matched") or mg.get("random_unit")),
                     "random_kind": "matched" if "random_matched" in mg else ("unit-norm" if "random_unit" in mg else ""),
-                    "margin_observer": margin(mg.get("observer")),
+                    "margin_observer": (margin(mg.get("observer")) if mg.get("observer") or not mg.get("observer_input_side")
+                                        else f"input-side baseline {margin(mg['observer_input_side'])} (Track A: the "
+                                             "observer reads the prompt only; not the output-side bound, Section 3.4)"),
                     "claim_level": c.get("claim", {}).get("level"), "inclusive_parsed_pairs": inc.get("parsed_pairs"),
                     "model_revision": c["cell"].get("model_revision"), "quantized": bool(c["cell"].get("quantized")),
-                    "identity": labels[identity.of(c["cell"])], **_verdict_fields(comp)})
+                    "identity": labels[identity.of(c["cell"])], **_verdict_fields(comp), **_input_side(mg)})
     return out
 
 
@@ -64,6 +66,10 @@ def _verdict_fields(comp: dict) -> dict:
     return {"verdict": v.get("name"), "verdict_reason": v.get("reason"), "p_value": comp.get("p_value"),
             "p_test": comp.get("p_test"), "p_exact": comp.get("p_exact"), "items": comp.get("items"),
             "p_value_bootstrap_z": comp.get("p_value_bootstrap_z")}
+
+
+def _input_side(mg: dict) -> dict:
+    return {"margin_observer_input_side": margin(mg.get("observer_input_side"))}
 
 
 def _verdict_cell(r: dict) -> str:

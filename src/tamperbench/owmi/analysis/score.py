@@ -44,6 +44,10 @@ DOSE_MODEL = {
              "uncertainty through the full hierarchical fit; 'used object' = a baseline-replacement patch shows the "
              "site is not causally inert for the task (D.4)",
 }
+# Section 3.4: Track A has no task output at probe time, so its observer reads the prompt only
+INPUT_SIDE = ("Track A observer: no task output exists at probe time, so the observer reads the prompt only; an "
+              "input-side baseline (Section 3.4), reported beside the cell and left out of the output-side observer "
+              "bound mu_obs")
 ONE_SEED = ("one seed only: sigma^2_seed cannot be estimated (it would be fitted as 0), so Delta = ICC - ICC_seed "
             "(Eq. 18) compares against a seed variance never measured and no structure beyond seed variation "
             "can be claimed; run two or more seeds")
@@ -176,16 +180,20 @@ def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
                                                if c["pairs"] and entry["inclusive"]["pairs"] else None)
     entry["parse_rates"] = tier_parse_rates(rows)
     margins = {}
-    for label, conds in (("random_matched", "random_matched"), ("random_unit", "random_unit"), ("observer", ["observer"])):
-        m = control_margin(rows, conds)
+    input_side = [r for r in rows if not (r["condition"] == "observer" and r.get("track") != "A")]
+    output_side = [r for r in rows if not (r["condition"] == "observer" and r.get("track") == "A")]
+    for label, conds, use in (("random_matched", "random_matched", rows), ("random_unit", "random_unit", rows),
+                              ("observer", ["observer"], output_side), ("observer_input_side", ["observer"], input_side)):
+        m = control_margin(use, conds)
         if m["diffs"]:
             mb = mean_bootstrap(m["diffs"], m["clusters"], n_boot=n_boot, seed=seed)
-            tiers = sorted(int(r["observer_tier"]) for r in rows
-                           if r["condition"] == "observer" and r.get("observer_tier") is not None)
-            tiers = sorted(set(tiers))
+            tiers = sorted({int(r["observer_tier"]) for r in use
+                            if r["condition"] == "observer" and r.get("observer_tier") is not None})
             margins[label] = {"pairs": mb["n"], "estimate": mb["estimate"], "ci": list(mb["ci"]),
-                              "parsed_pairs": parsed_pairs(rows, "intervention", [conds] if isinstance(conds, str) else conds),
-                              "excluded": dict(m["excluded"]), **({"observer_tiers": tiers} if label == "observer" else {})}
+                              "parsed_pairs": parsed_pairs(use, "intervention", [conds] if isinstance(conds, str) else conds),
+                              "excluded": dict(m["excluded"]),
+                              **({"observer_tiers": tiers} if label.startswith("observer") else {}),
+                              **({"note": INPUT_SIDE} if label == "observer_input_side" else {})}
     entry["margins"] = margins
     return entry
 
