@@ -13,9 +13,11 @@ see exactly why a stronger claim was not made. Levels, weakest first:
    under the tested conditions (quoted as the equivalence bound); never "lacks all access".
 3. artifact-sensitivity / first-order-leakage account - detection exceeds sham, but not the
    random-direction or observer control, or it is confined to damaged / divergent outputs: a
-   cell goes above 3 only where Eq. 20's task damage was measured and not shown
-   (``damage.damage_condition``); divergence (mean JS) is printed beside it, and the
-   near-zero-dose m0 of level 5 is the divergence side.
+   cell goes above 3 only where task accuracy is shown unchanged at its dose by an equivalence
+   test (``damage.damage_condition``, ``dose_damage.unchanged``) and its output divergence is
+   below the named threshold (``dose_damage.divergence_condition``); the near-zero-dose m0 of
+   level 5 is the divergence side. Reports that move against the intervention (verdict
+   ``below_sham``) are a disturbance at level 3, never a null.
 4. perturbation sensitivity without demonstrated semantic access - detection exceeds sham and
    the controls, but reconstruction was not shown to beat the observer bound.
 5. controlled evidence of reportability, consistent with second-order access - additionally
@@ -220,8 +222,12 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
 
     from tamperbench.owmi.analysis.damage import damage_condition
 
+    from tamperbench.owmi.analysis.dose_damage import divergence_condition
+
     dmg = damage_condition(damage)
     conds.append(dmg)
+    div = divergence_condition(damage)
+    conds.append(div)
     held = [f"{n}: {d}" for n, ok, d in conds if ok is True]
     failed = [f"{n}: {d}" for n, ok, d in conds if ok is False]
     unknown = [f"{n}: {d}" for n, ok, d in conds if ok is None]
@@ -236,8 +242,9 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
         # (D.3), both anchors and m0: without all of them the controls decide between 3 and 4
         recon_ok, val_ok = (ok for _, ok, _ in recon_conds)
         full = all(x is True for x in (recon_ok, val_ok, kp_ok, pr_ok, m0_ok))
-        # D.5: margins shown only together with task damage (or with damage unmeasured) stay at level 3
-        level = (5 if full else 4) if ctrl_ok and dmg[1] is True else 3
+        # D.5: margins shown with task damage, with accuracy not shown unchanged, or with measurable output
+        # divergence (or either unmeasured) stay at level 3
+        level = (5 if full else 4) if ctrl_ok and dmg[1] is True and div[1] is True else 3
     elif kp_ok is not True or pr_ok is not True:
         level = 1
     else:

@@ -177,10 +177,13 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         c["rho"] = (extraction_ratio(comp["margin"], tuple(comp["margin_ci"]), probe["m_probe"])
                     if probe and comp["pairs"] else None)
 
+    from tamperbench.owmi.analysis.dose_damage import dose_tables
+
+    damage_by_dose = dose_tables(cells)  # Eq. 20 / D.5: margin against damage across doses
     decay = decay_contrasts(rows, n_boot=n_boot, seed=seed, level=decay_level)
     variance, model_claims = _model_level(rows, det_rows, decay)
     return {"runs": [str(p) for p in paths], "n_rows": len(rows), "excluded_runs": excluded, "cells": cells,
-            "pooled": pooled, "all_models_pool": all_models, "bh": bh, "ladders": list(ladders.values()),
+            "pooled": pooled, "all_models_pool": all_models, "bh": bh, "damage_by_dose": damage_by_dose, "ladders": list(ladders.values()),
             "variance": variance, "anchors": anchors, "decay": decay, "model_claims": model_claims,
             "reconstruction": {"rule": rc.RULE, "paper": rc.PAPER, "human_validation": recon_validation},
             "readouts": sorted({identity.readout(r) for r in rows})}

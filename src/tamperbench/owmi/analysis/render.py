@@ -187,6 +187,9 @@ def to_markdown(result: dict) -> str:
     L += reconstruction_markdown(result)
     L += closedset_markdown(result)
     L += audit_markdown(result)
+    from tamperbench.owmi.analysis.dose_damage import dose_markdown
+
+    L += dose_markdown(result)
     L += ["", "## Claim verdicts (Appendix D.5)", ""]
     for m in result["model_claims"]:
         L.append(f"- **{esc(m['label'])}** (model level): {esc(m['structure'])}; {esc(m['decay'])}")
