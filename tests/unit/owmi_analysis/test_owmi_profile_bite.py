@@ -130,8 +130,6 @@ def scored(tmp_path_factory):
 
 
 def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
-    from statsmodels.stats.multitest import multipletests
-
     result, rows, excluded, paths, single, two = scored
     # 12 pairs under each revision, paired within its revision and listed under it (one name, two entries)
     assert {k: (v["model_revision"], v["pairs"]) for k, v in two["variance"].items()} == {

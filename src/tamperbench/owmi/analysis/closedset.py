@@ -132,7 +132,7 @@ def _margins(scored: dict[str, list[tuple]], ints: list[tuple], *, track_a: bool
         if label.startswith("observer"):
             for x in xs:
                 obs[x[0]] = max(obs.get(x[0], 0.0), x[4])
-    out = {}
+    out: dict[str, object] = {}
     for name, ctrl in (("margin_vs_sham", {x[0]: x[4] for x in scored.get("sham", [])}),
                        ("margin_vs_random_matched", {x[0]: x[4] for x in scored.get("random_matched", [])}),
                        ("margin_vs_observer_input_side" if track_a else "margin_vs_observer", obs)):

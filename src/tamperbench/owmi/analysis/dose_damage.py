@@ -73,7 +73,7 @@ def dose_tables(cells: list[dict]) -> list[dict]:
         if c["cell"]["probe_family"] == "detection" and c.get("detection"):
             ladders[tuple(str(c["cell"].get(f)) for f in LADDER_FIELDS)].append(c)
     out = []
-    for key, cs in sorted(ladders.items()):
+    for _key, cs in sorted(ladders.items(), key=lambda kv: kv[0]):
         if len({c["cell"]["dose"] for c in cs}) < 2:
             continue
         rows = []
@@ -85,7 +85,7 @@ def dose_tables(cells: list[dict]) -> list[dict]:
                          "delta_task": dmg.get("delta_task"), "accuracy_unchanged": (dmg.get("tost") or {}).get("unchanged"),
                          "divergence_js_mean": dmg.get("divergence_js_mean")})
         use = [r for r in rows if r["auroc_margin"] is not None and r["delta_task"] is not None]
-        entry = {"cell": {f: cs[0]["cell"].get(f) for f in LADDER_FIELDS}, "doses": rows,
+        entry: dict = {"cell": {f: cs[0]["cell"].get(f) for f in LADDER_FIELDS}, "doses": rows,
                  "statistic": "Kendall's tau of the AUROC margin against damage (-Delta_task) over doses, exact p"}
         if len(use) >= 3 and len({r["delta_task"] for r in use}) > 1 and len({r["auroc_margin"] for r in use}) > 1:
             t = kendalltau([r["auroc_margin"] for r in use], [-r["delta_task"] for r in use], method="exact")
