@@ -56,3 +56,18 @@ def test_a_track_a_observer_is_an_input_side_baseline():
     assert "margin_vs_observer" not in e
     assert e["margin_vs_observer_input_side"]["estimate"] == pytest.approx(0.7)
     assert "input-side baseline" in e["observer_note"]
+
+
+@pytest.mark.parametrize("n,clusters", [(4, 2), (30, 9), (17, 17)])
+def test_vectorised_macro_f1_bootstrap_equals_the_sklearn_loop_exactly(n, clusters):
+    # the speed fix of owmi score (docs/benchmarks.md) must not move a number: same draws, same F1 arithmetic
+    import numpy as np
+
+    from tamperbench.owmi.analysis.closedset import _macro_f1_boot, _macro_f1_boot_loop
+    from tamperbench.owmi.probes import categories
+
+    labels, rng = list(categories()), np.random.default_rng(n)
+    truth = [labels[i] for i in rng.integers(0, 3, n)]
+    pred = [labels[i] for i in rng.integers(0, len(labels), n)]
+    cl = [f"c{i}" for i in rng.integers(0, clusters, n)]
+    assert _macro_f1_boot(truth, pred, cl, labels, 200, 1) == _macro_f1_boot_loop(truth, pred, cl, labels, 200, 1)
