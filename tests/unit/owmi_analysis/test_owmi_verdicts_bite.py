@@ -29,7 +29,15 @@ class _Spec(BaseModel):
 CELLS = {"resid_post.3": (20, 0.9, 0.1),   # perfect detector
          "resid_post.5": (20, 0.1, 0.9),   # inverted detector
          "resid_post.7": (3, 0.9, 0.1),    # tiny: perfect, but 3 items
-         "resid_post.9": (20, 0.5, 0.5)}   # constant reporter
+         "resid_post.9": (20, 0.5, 0.5),   # constant reporter
+         "resid_post.11": (60, None, None)}  # a null: each pair's two scores close, the larger one alternating
+
+
+def _scores(i, items, gi, gs):
+    if gi is not None:
+        return gi, gs
+    lo, hi = 0.3 + 0.4 * i / items, 0.3 + 0.4 * (i + 0.5) / items  # the null: the larger score alternates
+    return (lo, hi) if i % 2 else (hi, lo)
 
 
 def _records():
@@ -37,7 +45,8 @@ def _records():
     for site, (items, gi, gs) in CELLS.items():
         for i in range(items):
             pid = f"{site}-{i}"
-            for cond, g in (("intervention", gi), ("sham", gs)):
+            a, b = _scores(i, items, gi, gs)
+            for cond, g in (("intervention", a), ("sham", b)):
                 out.append(OwmiRun(
                     key=trial_key([pid, cond]), pair_id=pid, cell_id="c", model="m", model_revision="rev",
                     dtype="float32", quantized=False, temperature=0.0, top_p=1.0, max_new_tokens=8, readout="choice",
@@ -116,7 +125,23 @@ def test_bh_runs_over_the_cells_at_the_item_floor_only(scored):
     from statsmodels.stats.multitest import multipletests
 
     by_site = scored[0]
-    fam = [by_site[s]["detection"]["complete"] for s in ("resid_post.3", "resid_post.5", "resid_post.9")]
+    fam = [by_site[s]["detection"]["complete"] for s in ("resid_post.11", "resid_post.3", "resid_post.5", "resid_post.9")]
     _, q, _, _ = multipletests([c["p_value"] for c in fam], method="fdr_bh")
     assert [c["bh_q"] for c in fam] == pytest.approx(list(q))
     assert by_site["resid_post.7"]["detection"]["complete"]["bh_q"] is None
+
+
+def test_a_null_over_60_items_is_bounded_and_a_bounded_null_with_anchors(scored):
+    from tamperbench.owmi.analysis.claims import claim
+
+    c = scored[0]["resid_post.11"]
+    comp = c["detection"]["complete"]
+    assert comp["auroc"] == pytest.approx(0.5, abs=0.02) and comp["auroc_se"] > 0
+    v = comp["verdict"]
+    assert v["name"] == "bounded" and v["equivalence_p"] < 0.05 and v["claim_licensed"] is True
+    assert comp["equivalence"] and comp["equivalence"][0]["bound"] < 0.10
+    kp = {"passes": True, "dprime": {"estimate": 5.0}, "auroc": {"estimate": 1.0}}
+    probe = {"passes": True, "m_probe": 0.4, "layers": [{"null_quantile": 0.1}]}
+    got = claim(c["detection"], probe=probe, known_positive=kp, ladder=None, bh_reject=comp["bh_reject"])
+    assert got["level"] == 2 and "bounded null" in got["claim"] and "AUROC advantage below" in got["claim"]
+    assert c["claim"]["level"] == 1  # without the anchors: a diagnosis only (D.5)
