@@ -58,7 +58,7 @@ def item_signflip_test(g_int: Sequence[float], g_sham: Sequence[float], clusters
     c = sums.size
     exact = 2 ** c <= n_resamples
     auc = 0.5 + float(sums.sum()) / (2.0 * n * n)
-    if not np.any(sums):
+    if not np.any(sums) or c == 1:  # every flip as extreme as the data: no rank difference, or one item (2 flips)
         return {"test": name, "p_value": 1.0, "exact": True, "items": int(c), "flips": 2 ** c if exact else None,
                 "auroc": auc}
     res = permutation_test((sums,), lambda x, axis: np.sum(x, axis=axis), permutation_type="samples",

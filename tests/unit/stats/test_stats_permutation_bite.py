@@ -53,3 +53,5 @@ def test_perfect_and_inverted_detectors_and_a_constant_reporter():
     const = item_signflip_test(np.full(20, 0.5), np.full(20, 0.5), range(20))
     assert const["p_value"] == 1.0 and const["auroc"] == 0.5
     assert item_signflip_test([], [], [])["p_value"] is None
+    one = item_signflip_test([1.0, 1.0], [0.0, 0.0], ["a", "a"])  # one item: its two flips are equally extreme
+    assert one["p_value"] == 1.0 and one["exact"] is True and one["flips"] == 2
