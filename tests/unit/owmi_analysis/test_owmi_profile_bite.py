@@ -363,7 +363,10 @@ def test_dose_ladder_reaches_its_cells_claims_and_variance_pairs_match_within_dt
     conf = [c for c in result["cells"] if c["cell"]["probe_family"] == "confidence"]
     conf_rows = [r for r in rows if r["probe_family"] == "confidence"]
     assert len(conf) == 1 and conf[0]["runs"] == len(conf_rows) == 48
-    assert conf[0]["detection"] == detection_entry(conf_rows, 5, 0)
+    got_conf = {**conf[0]["detection"], "complete": dict(conf[0]["detection"]["complete"])}
+    assert got_conf["complete"].pop("verdict")["decided_by"] == ("unadjusted at 0.05: a confidence cell is not in the "
+                                                                 "BH family")
+    assert got_conf == detection_entry(conf_rows, 5, 0)
     assert conf[0]["confidence"] == confidence_entry(conf_rows) and conf[0]["confidence"]["n"] == 24
     # variance: m2's pairs matched within each dtype (same pair ids at float32 and bfloat16), one entry per
     # dtype: 12 and 12; m's (one identity, keyed by its name) over its ladder and both sites: 12 + 40 + 12

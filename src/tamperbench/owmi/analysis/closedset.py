@@ -66,7 +66,7 @@ def _macro_f1_boot(truth: list, pred: list, clusters: list, labels: list, n_boot
     t_ind = np.array([[t == c for c in labels] for t in truth], dtype=float).reshape(len(truth), len(labels))
     p_ind = np.array([[p == c for c in labels] for p in pred], dtype=float).reshape(len(pred), len(labels))
     tp_ind = t_ind * p_ind
-    reps = []
+    reps: list[float] = []
     for w in (cluster_weight_chunks(codes, n_cl, n_boot, seed) if n_cl else ()):
         tp, true_sum, pred_sum = w @ tp_ind, w @ t_ind, w @ p_ind
         denom = true_sum + pred_sum

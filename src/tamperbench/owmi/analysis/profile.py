@@ -145,7 +145,7 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
 
     det_rows = [r for r in rows if r["probe_family"] == "detection"]
     pooled, all_models = _pools(det_rows, n_boot, seed)
-    bh = verdict.apply(det_cells, pooled)  # BH over the cells at the item floor; every verdict (verdict.py)
+    bh = verdict.apply(det_cells, pooled, [c for c in cells if c["cell"]["probe_family"] == "confidence"])  # BH over the cells at the item floor; every verdict (verdict.py)
 
     ladders = {}
     for key, rs in group_cells([r for r in rows if r["probe_family"] == "detection"], LADDER_FIELDS).items():

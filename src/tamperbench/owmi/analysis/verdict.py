@@ -21,6 +21,7 @@ before, None where SE = 0), for comparison only.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 ITEM_FLOOR = 10  # distinct items a cell needs before any claim beyond a diagnosis
 EQUIVALENCE_MARGIN = 0.10  # AUROC within 0.5 +/- this margin counts as bounded (TOST)
@@ -85,11 +86,12 @@ def line(v: dict) -> str:
     return f"{v['text']} ({v['reason']}; p = {ps}, {v['n_items']} items)"
 
 
-def apply(det_cells: list[dict], pooled: list[dict]) -> dict:
+def apply(det_cells: list[dict], pooled: list[dict], others: Sequence[dict] = ()) -> dict:
     """Benjamini-Hochberg over the detection cells that can license a claim (scorable, at or above the item
     floor), then every cell's and pool's verdict in ``detection.complete.verdict``. A cell below the floor
     is left out of the family (its ``bh_q`` is None): a test that licenses nothing must not dilute the
-    others. Pools are not in the family; their verdict reads the unadjusted p at 0.05 and says so.
+    others. Pools and ``others`` (the confidence family's yes/no reports) are not in the family; their verdict
+    reads the unadjusted p at 0.05 and says so.
     Returns the BH summary (``bh`` in the result)."""
     from tamperbench.stats.multiple import benjamini_hochberg
 
@@ -102,9 +104,9 @@ def apply(det_cells: list[dict], pooled: list[dict]) -> dict:
         fam = in_family(c)
         c["bh_q"], c["bh_reject"] = (q, rej) if fam else (None, None)
         c["verdict"] = verdict(c, rej if fam else None, by=f"BH across {bh['m']} cells at q < {bh['alpha']}")
-    for p in pooled:
+    for p, what in [(p, "a pool") for p in pooled] + [(o["detection"], "a confidence cell") for o in others]:
         c = p["complete"]
         c["verdict"] = verdict(c, c.get("p_value") is not None and c["p_value"] < 0.05,
-                               by="unadjusted at 0.05: a pool is not in the BH family")
+                               by=f"unadjusted at 0.05: {what} is not in the BH family")
     bh["family"] = f"detection cells with a scorable pair and at least {ITEM_FLOOR} distinct items"
     return bh
