@@ -9,8 +9,11 @@ see exactly why a stronger claim was not made. Levels, weakest first:
 0. no scorable pair - parse failure or missing rows empty the cell: no claim at all.
 1. instrument-sensitivity diagnosis only - the known-positive check failed or is missing, or the
    linear probe shows nothing above its null at this site: a behavioural null is uninformative.
-2. bounded null - detection does not exceed paired sham with valid anchors: bounds reportability
-   under the tested conditions (quoted as the equivalence bound); never "lacks all access".
+   Also every cell with fewer than ``verdict.ITEM_FLOOR`` distinct items ("too few items (n) for a
+   claim") and every ``undetermined`` verdict (neither detection nor an equivalence bound).
+2. bounded null - the verdict is ``bounded`` (TOST within 0.5 +/- ``verdict.EQUIVALENCE_MARGIN``)
+   with valid anchors: bounds reportability under the tested conditions (quoted as the equivalence
+   bound); never "lacks all access".
 3. artifact-sensitivity / first-order-leakage account - detection exceeds sham, but not the
    random-direction or observer control, or it is confined to damaged / divergent outputs: a
    cell goes above 3 only where task accuracy is shown unchanged at its dose by an equivalence
