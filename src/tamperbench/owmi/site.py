@@ -39,7 +39,8 @@ def _tables(result: dict) -> list[LeaderTable]:
     det = LeaderTable(slug="owmi-detection", title="OWMI detection against paired sham (complete-pair coding; "
                       "95% item-clustered bootstrap intervals)",
                       columns=["model", "cell", "pairs", "d'", "AUROC", "BH q", "margin vs random",
-                               "margin vs observer", "parsed / attempted", "claim level"])
+                               "margin vs observer", "parsed / attempted", "claim level",
+                               "verdict (item permutation p, items)"])
     for r in detection_rows(result):
         c = next(c for c in result["cells"] if c.get("detection") and cell_label(c["cell"]) == r["cell"]
                  and who[identity.of(c["cell"])] == r["identity"])
@@ -47,7 +48,9 @@ def _tables(result: dict) -> list[LeaderTable]:
         det.add(r["identity"], r["cell"], cell(r["pairs"]), _ci_cell(comp["dprime"], comp["dprime_ci"]),
                 _ci_cell(comp["auroc"], comp["auroc_ci"]), cell(r["bh_q"], "{:.3g}"),
                 Cell(r["margin_random"] + (f" ({r['random_kind']})" if r["random_kind"] else "")),
-                Cell(r["margin_observer"]), Cell(r["parse"]), cell(r["claim_level"]))
+                Cell(r["margin_observer"]), Cell(r["parse"]), cell(r["claim_level"]),
+                Cell(f"{r.get('verdict') or 'n/a'} (p = {'n/a' if r.get('p_value') is None else format(r['p_value'], '.3g')}"
+                     f", {r.get('items')} items)"))
     prof = LeaderTable(slug="owmi-profile", title="Reportability profile per model and cell (never collapsed into "
                        "one number)", columns=["model", "cell", "hit rate", "false-alarm rate", "d'", "AUROC",
                                                "confidence: selective AUROC", "confidence: ECE"])

@@ -117,14 +117,19 @@ def test_score_tables_claims_and_files(runs, tmp_path):
         assert c["detection"]["inclusive"]["pairs"] == n + n_excl  # unparseable kept as zero evidence
         rates = {p["condition"]: (p["parsed"], p["attempted"]) for p in c["detection"]["parse_rates"]}
         assert rates["sham"] == (48, 48) and rates["intervention"][1] == 48
-        assert {"random_matched", "observer"} <= set(c["detection"]["margins"])
+        # Track A: the observer reads the prompt only, an input-side baseline outside the bound (Section 3.4)
+        assert {"random_matched", "observer_input_side"} <= set(c["detection"]["margins"])
+        assert "observer" not in c["detection"]["margins"]
     strong, null = cells[("strong", 4.0)], cells[("null", 4.0)]
     assert strong["detection"]["complete"]["auroc_ci"][0] > 0.5
     # every control beaten, but these records carry no task answer: Eq. 20's damage is unmeasured, so D.5 keeps
     # the cell at level 3 (margins never read apart from task damage)
     assert strong["claim"]["level"] == 3 and "artifact-sensitivity" in strong["claim"]["claim"]
-    assert any(x.startswith("detection not confined to task damage (Eq. 20") for x in strong["claim"]["not_measured"])
-    assert null["claim"]["level"] == 2 and "bounded null" in null["claim"]["claim"]
+    assert any(x.startswith("task accuracy unchanged at this dose (Eq. 20") for x in strong["claim"]["not_measured"])
+    # 24 items: the TOST does not bound the AUROC within 0.5 +/- 0.10 (p = 0.075), so the null is undetermined, a
+    # diagnosis only (a bounded null needs the bounded verdict: test_owmi_verdicts_bite.py)
+    assert null["detection"]["complete"]["verdict"]["name"] == "undetermined"
+    assert null["claim"]["level"] == 1 and "not bounded within 0.5 +/- 0.1" in null["claim"]["claim"]
     assert any("reconstruction" in x for x in null["claim"]["not_measured"])
     assert strong["rho"]["rho"] == pytest.approx(strong["detection"]["complete"]["margin"] / 0.45)
     conf = [c["confidence"] for c in result["cells"] if c["cell"]["probe_family"] == "confidence"]
@@ -169,6 +174,6 @@ def test_cli_prints_the_whole_profile(runs, tmp_path):
     res = CliRunner().invoke(app, ["score", str(run), *map(str, anchors), "--out", str(tmp_path / "s"),
                                    "--boot", "200", "--dose-boot", "10"])
     assert res.exit_code == 0, res.output
-    for text in ("Reportability profile", "Claim verdicts", "known positive", "linear probe", "bounded null"):
+    for text in ("Reportability profile", "Claim verdicts", "known positive", "linear probe", "undetermined"):
         assert text in res.output
     assert (tmp_path / "s" / "owmi_detection.csv").exists() and (tmp_path / "s" / "owmi_score.md").exists()

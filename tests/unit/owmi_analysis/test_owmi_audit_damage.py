@@ -22,7 +22,7 @@ def test_margins_with_task_damage_unmeasured_or_shown_stay_at_level_3():
     for dmg, tag in ((None, "not_measured"), (shown, "failed")):
         v = claim(det(), probe=PROBE, known_positive=KP, ladder=LADDER, bh_reject=True, damage=dmg)
         assert v["level"] == 3, dmg
-        assert any(x.startswith("detection not confined to task damage") for x in v[tag])
+        assert any(x.startswith("task accuracy unchanged at this dose") for x in v[tag])
 
 
 def test_task_damage_is_intervention_minus_paired_sham_and_attaches_to_track_a(tmp_path):

@@ -49,16 +49,33 @@ def _markdown(result):
     return to_markdown(result)
 
 
-@pytest.fixture
-def tiers(tmp_path):
-    """Six pairs; the tier-2 rows carry the observer's revision as the old runner wrote them."""
+def _tier_rows(track: str) -> list[OwmiRun]:
     rs = []
     for p in range(6):
-        rs += [rec(p, "intervention", True, p % 2 == 0), rec(p, "sham", True, p % 3 == 0),
-               rec(p, "observer", True, False, tier=1),
-               rec(p, "observer", True, True, tier=2, model_revision="observer-rev"),
-               rec(p, "observer", True, False, tier=3)]
-    return score(tmp_path, rs)
+        rs += [rec(p, "intervention", True, p % 2 == 0, track=track), rec(p, "sham", True, p % 3 == 0, track=track),
+               rec(p, "observer", True, False, tier=1, track=track),
+               rec(p, "observer", True, True, tier=2, model_revision="observer-rev", track=track),
+               rec(p, "observer", True, False, tier=3, track=track)]
+    return rs
+
+
+@pytest.fixture
+def tiers(tmp_path):
+    """Six pairs on a track with a visible output; the tier-2 rows carry the observer's revision as the old runner
+    wrote them."""
+    return score(tmp_path, _tier_rows("B_delayed"))
+
+
+def test_a_track_a_observer_is_an_input_side_baseline_outside_the_bound(tmp_path):
+    # Section 3.4: Track A has no task output at probe time, so its observer reads the prompt only
+    r = score(tmp_path, _tier_rows("A"))
+    (det,) = [c for c in r["cells"] if c["cell"]["probe_family"] == "detection"]
+    mg = det["detection"]["margins"]
+    assert "observer" not in mg
+    assert mg["observer_input_side"]["estimate"] == pytest.approx(sum(float(p % 2 == 0) - 1.0 for p in range(6)) / 6)
+    (line,) = [x for x in det["claim"]["not_measured"] if x.startswith("margin over the observer bound above zero")]
+    assert "input-side baseline (Section 3.4)" in line and "reads the prompt only" in line
+    assert "input-side baseline" in _markdown(r)
 
 
 def test_every_observer_tier_sits_in_the_subjects_cell(tiers):

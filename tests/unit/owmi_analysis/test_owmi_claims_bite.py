@@ -39,11 +39,19 @@ PROBE = {"passes": True, "m_probe": 0.4567, "layers": [{"null_quantile": 0.1234}
 LADDER = {"m0": {"estimate": 0.2, "ci": [0.05, 0.3]}, "stratified": True, "reason": "m0 from 4 doses"}
 
 
-# Eq. 20 measured and no damage shown: without it no cell goes above level 3 (D.5; test_owmi_audit_damage.py)
-UNDAMAGED = {"measurable": True, "damaged": False, "delta_task": 0.0, "delta_task_ci": [-0.125, 0.125], "items": 3,
-             "baseline_mean": 0.5, "divergence_js_mean": 0.01}
-DAMAGE_LINE = ("detection not confined to task damage (Eq. 20: task score not shown to drop at this dose): "
-               "Delta_task = +0.000 [-0.125, 0.125] over 3 items (baseline 0.500; divergence mean JS 0.0100)")
+# Eq. 20 measured and task accuracy shown unchanged (TOST), output divergence below its threshold: without them
+# no cell goes above level 3 (D.5; test_owmi_audit_damage.py)
+UNDAMAGED = {"measurable": True, "damaged": False, "delta_task": 0.0, "delta_task_ci": [-0.0625, 0.0625], "items": 12,
+             "baseline_mean": 0.5, "divergence_js_mean": 0.001,
+             "tost": {"unchanged": True, "ci90": [-0.05, 0.05], "margin": 0.1, "changed_pairs": 2,
+                      "changed_share_upper95": 0.0625}}
+DAMAGE_LINE = ("task accuracy unchanged at this dose (Eq. 20, D.5: TOST at margin +/- 0.1; detection not confined to task "
+               "damage): Delta_task = +0.000 [-0.062, 0.062] over 12 items (baseline 0.500; divergence mean JS 0.0010); "
+               "90% interval [-0.050, 0.050], 2 pairs changed (95% bound on the share 0.062); damage shown below 0 (the "
+               "rule before): no")
+DIVERGENCE_LINE = ("detection not confined to measurable output divergence (mean JS below 0.01 nats at this dose): mean JS "
+                   "0.0010 nats (measurable output divergence: mean teacher-forced JS of the intervention runs >= 0.01 "
+                   "nats per position)")
 
 
 def run(d=None, *, kp=KP, probe=PROBE, ladder=LADDER, bh=True, damage=UNDAMAGED):
@@ -62,6 +70,7 @@ def test_every_condition_held_is_level_4_and_lists_each_line():
         "margin over the observer bound above zero: +0.2500 [+0.1250, +0.3750] (tiers [1, 3])",
         "positive used-object m0 near zero dose (simplified Eq. 10 and used-object stratum: score.DOSE_MODEL): m0 from 4 doses",
         DAMAGE_LINE,
+        DIVERGENCE_LINE,
     ]
     assert v["failed"] == [] and v["not_measured"] == RECON
 

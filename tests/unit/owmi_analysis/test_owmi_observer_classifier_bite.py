@@ -2,10 +2,12 @@
 
 Why: the observer bound mu_obs (Section 3.4) is published beside d' and AUROC; a classifier that
 trained on the item it scores, on another model's outputs, on observer or Track A rows, or that
-kept an intervention run's JS or causal effect on the observer row, would move that bound.
-Expected probabilities come from scikit-learn (TF-IDF unigrams+bigrams, logistic regression)
-fitted here on the leave-one-item-out training set chosen by hand; the row's fields are spelled
-out here. Pure: no model, no files.
+kept an intervention run's JS or causal effect on the observer row, or that trained across cells
+(another track, dose or operator), would move that bound. Expected probabilities come from
+scikit-learn (TF-IDF unigrams+bigrams, logistic regression) fitted here on the training set chosen by
+hand: the same cell's outputs of the other items (every cell here has at most five items, so the
+GroupKFold cross-fit is leave-one-item-out); the row's fields are spelled out here. Pure: no model,
+no files.
 """
 
 from __future__ import annotations
@@ -47,8 +49,11 @@ BASE = [
     _row("i0", "intervention", "waves ocean sea water"), _row("i0", "sham", "Paris capital France"),
     _row("i1", "intervention", "ocean tide waves"), _row("i1", "sham", "capital city of France Paris"),
     _row("i2", "intervention", "sea water tide", track="B_visible"), _row("i2", "sham", "France Paris", track="B_visible"),
+    _row("i9", "intervention", "sea tide", track="B_visible"), _row("i9", "sham", "Paris", track="B_visible"),
     _row("i3", "intervention", "water sea ocean", track="C", family="spontaneous"),
     _row("i3", "sham", "the capital Paris", track="C", family="spontaneous"),
+    _row("i10", "intervention", "ocean", track="C", family="spontaneous"),
+    _row("i10", "sham", "capital", track="C", family="spontaneous"),
 ]
 # rows that must never train the classifier nor get an observer row of their own
 NOISE = [
@@ -62,20 +67,27 @@ NOISE = [
     _row("i7", "observer", "ocean sea waves", observer_tier=1),
     _row("i8", "intervention", ""),  # empty task output: nothing to read
     _row("i8", "sham", None),
+    _row("i11", "intervention", "Paris France capital", dose=2.0),  # another cell (dose): never trains this one
+    _row("i11", "sham", "ocean sea waves", dose=2.0),
+    _row("i12", "intervention", "Paris France capital", operator="scale"),  # another cell (operator)
+    _row("i12", "sham", "ocean sea waves", operator="scale"),
 ]
 
 
 def _train_for(item, model="m"):
+    src = next(r for r in BASE if r["item_id"] == item)
     keep = [r for r in BASE + NOISE if r["model"] == model and r["item_id"] != item and r["task_output"]
-            and r["track"] != "A" and r["condition"] in ("intervention", "sham")
-            and r["probe_family"] in ("detection", "spontaneous")]
+            and r["track"] == src["track"] and r["probe_family"] == src["probe_family"] and r["dose"] == src["dose"]
+            and r["operator"] == src["operator"] and r["condition"] in ("intervention", "sham")]
     return [(r["task_output"], int(r["condition"] == "intervention")) for r in keep]
 
 
 def test_each_row_is_scored_by_a_classifier_that_never_saw_its_item():
     out = {r.pair_id: r for r in classifier_rows(BASE + NOISE)}
-    # model "other" has outputs of item i6 only: nothing held out to train on, so no row for it
-    assert sorted(out) == ["p-m-B_delayed-i0", "p-m-B_delayed-i1", "p-m-B_visible-i2", "p-m-C-i3"]
+    # model "other" has outputs of item i6 only, and the dose-2 and scale cells one item each: nothing held out
+    # to train on, so no row for them
+    assert sorted(out) == ["p-m-B_delayed-i0", "p-m-B_delayed-i1", "p-m-B_visible-i2", "p-m-B_visible-i9",
+                           "p-m-C-i10", "p-m-C-i3"]
     for r in BASE:
         if r["condition"] != "intervention":
             continue
@@ -92,7 +104,8 @@ def test_observer_row_fields():
     prob = _prob(_train_for("i0"), src["task_output"])
     want = {**src, "key": trial_key({"pair": src["pair_id"], "observer_tier": 3, "observer_model": "tfidf-logreg"}),
             "condition": "observer", "observer_tier": 3, "observer_model": "tfidf-logreg",
-            "probe_text": "classifier: P(intervention | visible task output), trained leave-one-item-out",
+            "probe_text": "classifier: P(intervention | visible task output), fitted per cell, cross-fitted by item "
+                          "(GroupKFold)",
             "prompt_text": "waves ocean sea water", "prompt_ids": [], "intervened_positions": [],
             "response": f"{prob:.6f}", "finish_reason": "classifier", "parse_ok": True, "parse_error": None,
             "detected": prob >= 0.5, "graded": pytest.approx(prob, abs=1e-12), "confidence": None, "js_mean": None,
@@ -125,7 +138,7 @@ def test_an_output_with_no_known_word_scores_one_half_and_counts_as_detected():
 
 def test_stored_rows_are_not_redone_and_one_class_gives_no_row():
     out = classifier_rows(BASE)
-    assert len(out) == 4
+    assert len(out) == 6
     again = classifier_rows(BASE + [x.model_dump() for x in out[:1]])
     assert sorted(r.pair_id for r in again) == sorted(r.pair_id for r in out[1:])
     shams_only = [r for r in BASE if r["condition"] == "sham"] + [BASE[0]]
@@ -143,4 +156,4 @@ def test_observer_row_gets_its_own_creation_time_and_needs_none_stored():
     (row,) = [r for r in classifier_rows([old, *BASE[1:]]) if r.pair_id == old["pair_id"]]
     assert row.created_at > "2001"  # a fresh time, not the intervention run's
     bare = [{k: v for k, v in r.items() if k != "created_at"} for r in BASE]  # rows written by another tool
-    assert len(classifier_rows(bare)) == 4
+    assert len(classifier_rows(bare)) == 6

@@ -130,8 +130,6 @@ def scored(tmp_path_factory):
 
 
 def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
-    from statsmodels.stats.multitest import multipletests
-
     result, rows, excluded, paths, single, two = scored
     # 12 pairs under each revision, paired within its revision and listed under it (one name, two entries)
     assert {k: (v["model_revision"], v["pairs"]) for k, v in two["variance"].items()} == {
@@ -162,12 +160,15 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
         want = detection_entry(rs, N_BOOT, SEED)
         assert {k: v for k, v in c["detection"].items() if k != "complete"} == \
             {k: v for k, v in want.items() if k != "complete"}
-        assert {k: v for k, v in c["detection"]["complete"].items() if k not in ("bh_q", "bh_reject")} == want["complete"]
-    p = [c["detection"]["complete"]["p_value"] for c in det]
-    reject, q, _, _ = multipletests(p, alpha=0.05, method="fdr_bh")
-    assert [c["detection"]["complete"]["bh_q"] for c in det] == pytest.approx(list(q))
-    assert [c["detection"]["complete"]["bh_reject"] for c in det] == list(reject)
-    assert result["bh"]["q"] == pytest.approx(list(q))
+        assert {k: v for k, v in c["detection"]["complete"].items() if k not in ("bh_q", "bh_reject", "verdict")} == \
+            want["complete"]
+    # 6 items per cell, below the item floor (verdict.ITEM_FLOOR): no cell enters the BH family, none licenses a
+    # claim beyond a diagnosis (the family over cells at the floor: test_owmi_verdicts_bite.py)
+    assert result["bh"]["m"] == 0
+    for c in det:
+        comp = c["detection"]["complete"]
+        assert comp["bh_q"] is None and comp["bh_reject"] is None
+        assert comp["verdict"]["too_few_items"] is True and c["claim"]["level"] <= 1
     probe3, kp = {**ANCHORS[1], "identity_matched": True}, {**ANCHORS[3], "identity_matched": False}
     for c, probe, known in zip(det, (probe3, None, None), (kp, kp, None)):
         comp = c["detection"]["complete"]
@@ -187,7 +188,9 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
         "m [revmmmmmmmmm, float32] all detection cells", "m2 [rev222222222, float32] all detection cells",
         "all models [float32, full precision]"]
     for pool, rs in zip(result["pooled"], (by["m"], by["m2"], det_rows)):
-        assert {k: v for k, v in pool.items() if k not in ("pool", "readout")} == detection_entry(rs, N_BOOT, SEED)
+        got_pool = {k: v for k, v in pool.items() if k not in ("pool", "readout")}
+        assert got_pool["complete"].pop("verdict")["decided_by"].startswith("unadjusted")
+        assert got_pool == detection_entry(rs, N_BOOT, SEED)
     # variance: one graded margin s = g_int - g_sham per complete pair, with its domain, site, item, seed
     pairs = {}
     for m, rs in by.items():
@@ -265,7 +268,9 @@ def test_all_models_pool_only_within_one_precision(precisions):
     assert {r["model"] for r in f32} == {"m", "m2"}
     pool = result["pooled"][-1]
     assert pool["complete"]["pairs"] == 36  # 24 + 12: m3's 12 bfloat16 pairs stay out
-    assert {k: v for k, v in pool.items() if k not in ("pool", "readout")} == detection_entry(f32, 5, SEED)
+    got_pool = {k: v for k, v in pool.items() if k not in ("pool", "readout")}
+    assert got_pool["complete"].pop("verdict")["name"] == "undetermined"  # 6 items: below the floor
+    assert got_pool == detection_entry(f32, 5, SEED)
     assert result["all_models_pool"]["formed"] == ["all models [float32, full precision]"]
     assert result["all_models_pool"]["reason"] == (
         "runs at 2 precisions (bfloat16, full precision: 1 model revision; float32, full precision: 2 model revisions) "
@@ -358,7 +363,10 @@ def test_dose_ladder_reaches_its_cells_claims_and_variance_pairs_match_within_dt
     conf = [c for c in result["cells"] if c["cell"]["probe_family"] == "confidence"]
     conf_rows = [r for r in rows if r["probe_family"] == "confidence"]
     assert len(conf) == 1 and conf[0]["runs"] == len(conf_rows) == 48
-    assert conf[0]["detection"] == detection_entry(conf_rows, 5, 0)
+    got_conf = {**conf[0]["detection"], "complete": dict(conf[0]["detection"]["complete"])}
+    assert got_conf["complete"].pop("verdict")["decided_by"] == ("unadjusted at 0.05: a confidence cell is not in the "
+                                                                 "BH family")
+    assert got_conf == detection_entry(conf_rows, 5, 0)
     assert conf[0]["confidence"] == confidence_entry(conf_rows) and conf[0]["confidence"]["n"] == 24
     # variance: m2's pairs matched within each dtype (same pair ids at float32 and bfloat16), one entry per
     # dtype: 12 and 12; m's (one identity, keyed by its name) over its ladder and both sites: 12 + 40 + 12

@@ -17,8 +17,11 @@ DET = {"complete": {"pairs": 12, "auroc": 0.8125, "auroc_ci": [0.625, 0.9375]},
        "margins": {"random_matched": {"estimate": 0.125, "ci": [0.0625, 0.25]},
                    "observer": {"estimate": 0.25, "ci": [0.125, 0.375], "observer_tiers": [1]}}}
 KP = {"passes": True, "dprime": {"estimate": 2.345}, "auroc": {"estimate": 0.95678}}
-UNDAMAGED = {"measurable": True, "damaged": False, "delta_task": 0.0, "delta_task_ci": [-0.125, 0.125], "items": 3,
-             "baseline_mean": 0.5, "divergence_js_mean": 0.01}  # Eq. 20 measured, no damage shown
+# Eq. 20 measured, task accuracy shown unchanged (TOST), output divergence below its threshold
+UNDAMAGED = {"measurable": True, "damaged": False, "delta_task": 0.0, "delta_task_ci": [-0.0625, 0.0625], "items": 12,
+             "baseline_mean": 0.5, "divergence_js_mean": 0.001,
+             "tost": {"unchanged": True, "ci90": [-0.05, 0.05], "margin": 0.1, "changed_pairs": 2,
+                      "changed_share_upper95": 0.0625}}
 PROBE = {"passes": True, "m_probe": 0.4567, "layers": [{"null_quantile": 0.1234}]}
 LADDER = {"m0": {"estimate": 0.2, "ci": [0.05, 0.3]}, "stratified": True, "reason": "m0 from 4 doses"}
 VALID = {"raters": 3, "sample_size": 60, "threshold": 0.8, "agreement": 0.85}

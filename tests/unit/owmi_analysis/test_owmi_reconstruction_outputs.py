@@ -31,8 +31,9 @@ from test_owmi_reconstruction import records  # noqa: E402
 MODEL = "m|<img src=x onerror=alert(1)>"
 BASE = dict(cell_id="c", model=MODEL, model_revision="rev0123456789abc", dtype="float32", quantized=False,
             temperature=0.0, top_p=1.0, max_new_tokens=8, readout="generated", benchmark="b", domain="knowledge", item_provenance="{}",
+            # B_delayed: a visible output, so the observer rows are the output-side bound (Track A: input-side, Section 3.4)
             object_kind="resid_post", layer=3, operator="add", dose=4.0, positions="task", when="prefill", seed=0,
-            hook_scope="active", track="A", probe_text="p", prompt_text="t", prompt_ids=[1], intervened_positions=[],
+            hook_scope="active", track="B_delayed", probe_text="p", prompt_text="t", prompt_ids=[1], intervened_positions=[],
             finish_reason="stop")
 
 

@@ -9,13 +9,18 @@ see exactly why a stronger claim was not made. Levels, weakest first:
 0. no scorable pair - parse failure or missing rows empty the cell: no claim at all.
 1. instrument-sensitivity diagnosis only - the known-positive check failed or is missing, or the
    linear probe shows nothing above its null at this site: a behavioural null is uninformative.
-2. bounded null - detection does not exceed paired sham with valid anchors: bounds reportability
-   under the tested conditions (quoted as the equivalence bound); never "lacks all access".
+   Also every cell with fewer than ``verdict.ITEM_FLOOR`` distinct items ("too few items (n) for a
+   claim") and every ``undetermined`` verdict (neither detection nor an equivalence bound).
+2. bounded null - the verdict is ``bounded`` (TOST within 0.5 +/- ``verdict.EQUIVALENCE_MARGIN``)
+   with valid anchors: bounds reportability under the tested conditions (quoted as the equivalence
+   bound); never "lacks all access".
 3. artifact-sensitivity / first-order-leakage account - detection exceeds sham, but not the
    random-direction or observer control, or it is confined to damaged / divergent outputs: a
-   cell goes above 3 only where Eq. 20's task damage was measured and not shown
-   (``damage.damage_condition``); divergence (mean JS) is printed beside it, and the
-   near-zero-dose m0 of level 5 is the divergence side.
+   cell goes above 3 only where task accuracy is shown unchanged at its dose by an equivalence
+   test (``damage.damage_condition``, ``dose_damage.unchanged``) and its output divergence is
+   below the named threshold (``dose_damage.divergence_condition``); the near-zero-dose m0 of
+   level 5 is the divergence side. Reports that move against the intervention (verdict
+   ``below_sham``) are a disturbance at level 3, never a null.
 4. perturbation sensitivity without demonstrated semantic access - detection exceeds sham and
    the controls, but reconstruction was not shown to beat the observer bound.
 5. controlled evidence of reportability, consistent with second-order access - additionally
@@ -52,6 +57,10 @@ def _q(x) -> str:
     return "n/a" if x is None else f"{x:+.3f}"
 
 
+def _p(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
 def _above(ci) -> bool | None:
     return None if ci is None else bool(ci[0] > 0)
 
@@ -80,13 +89,44 @@ def no_margin(det: dict | None, conditions: tuple[str, ...], what: str) -> str:
             f" ({own} intervention rows parsed)")
 
 
+def input_side_note(margins: dict) -> str | None:
+    """Why a Track A cell has no output-side observer bound (Section 3.4), with its input-side baseline."""
+    m = margins.get("observer_input_side")
+    if m is None:
+        return None
+    return (f"not measured on the output side: {m['note']}; input-side margin {m['estimate']:+.4f} "
+            f"[{m['ci'][0]:+.4f}, {m['ci'][1]:+.4f}] (tiers {m.get('observer_tiers')})")
+
+
 def exceeds_sham(det: dict | None, bh_reject: bool | None) -> bool | None:
     """Detection exceeds paired sham: complete-pair AUROC interval above 0.5 and BH not refusing it;
     None without a scorable pair. Shared by the claim and by Eq. 17 (``reconstruction.eq17``)."""
     c = (det or {}).get("complete", {})
     if not c.get("pairs"):
         return None
-    return bool(c["auroc_ci"][0] > 0.5 and (bh_reject is not False))
+    if c.get("verdict") is not None:  # the two-sided verdict (verdict.py): item floor, exact test, BH, interval
+        return c["verdict"]["name"] == "exceeds_sham"
+    return bool(c["auroc_ci"][0] > 0.5 and (bh_reject is not False))  # an entry scored without a verdict
+
+
+def verdict_level(c: dict, beats_sham: bool | None, anchors_ok: bool) -> tuple[int, str] | None:
+    """The level a cell's two-sided verdict (``verdict.py``) sets before the controls are read, or None
+    where the controls decide (the verdict exceeds sham) or the entry has no verdict. Too few items:
+    level 1 with "too few items (n) for a claim"; below sham: level 3 as a disturbance, never a null;
+    undetermined: level 1 (neither detection nor a bound); bounded: level 2 with valid anchors."""
+    from tamperbench.owmi.analysis.verdict import VERDICTS
+
+    v = c.get("verdict")
+    if v is None or beats_sham:
+        return None
+    if v.get("too_few_items"):
+        return 1, f"{v['reason']}: instrument-sensitivity diagnosis only"
+    if v["name"] == "below_sham":
+        return 3, (f"{VERDICTS['below_sham']} (report production responds to the perturbation in the direction opposite "
+                   "to detection; this is an effect, never a null, and licenses no access claim)")
+    if v["name"] == "undetermined":
+        return 1, f"{LEVELS[1]} ({v['reason']})"
+    return (2, LEVELS[2]) if anchors_ok else (1, LEVELS[1])
 
 
 RECON_NAME = "reconstruction beats the observer bound (rule-scored, {v})"
@@ -150,8 +190,16 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
                   + _by_name(probe)))
     auc_ci = c.get("auroc_ci")
     beats_sham = exceeds_sham(det, bh_reject)
+    vd = c.get("verdict")
+    if vd is not None:
+        from tamperbench.owmi.analysis.verdict import ITEM_FLOOR
+
+        conds.append((f"at least {ITEM_FLOOR} distinct items (the floor for any claim beyond a diagnosis)",
+                      bool(vd["n_items"] >= ITEM_FLOOR) if pairs else None, f"{vd['n_items']} items"))
     conds.append(("detection exceeds paired sham (AUROC interval above 0.5, BH-controlled)", beats_sham,
-                  f"AUROC={c.get('auroc', float('nan')):.4f} [{auc_ci[0]:.4f}, {auc_ci[1]:.4f}]" if pairs else "-"))
+                  (f"AUROC={c.get('auroc', float('nan')):.4f} [{auc_ci[0]:.4f}, {auc_ci[1]:.4f}]"
+                   + (f"; verdict {vd['name']}, p = {_p(vd['p_value'])} (item permutation test)" if vd else ""))
+                  if pairs else "-"))
     margins = (det or {}).get("margins", {})
     rnd = margins.get("random_matched") or margins.get("random_unit")
     present = {p["condition"] for p in (det or {}).get("parse_rates", [])}
@@ -163,7 +211,7 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
     obs = margins.get("observer")
     conds.append(("margin over the observer bound above zero", _above(obs and obs["ci"]),
                   f"{obs['estimate']:+.4f} [{obs['ci'][0]:+.4f}, {obs['ci'][1]:+.4f}] (tiers {obs.get('observer_tiers')})"
-                  if obs else no_margin(det, ("observer",), "observer")))
+                  if obs else (input_side_note(margins) or no_margin(det, ("observer",), "observer"))))
     recon_conds = _recon_conditions(recon, recon_validation)
     conds += recon_conds
     m0 = (ladder or {}).get("m0") if ladder else None
@@ -177,26 +225,34 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
 
     from tamperbench.owmi.analysis.damage import damage_condition
 
+    from tamperbench.owmi.analysis.dose_damage import divergence_condition
+
     dmg = damage_condition(damage)
     conds.append(dmg)
+    div = divergence_condition(damage)
+    conds.append(div)
     held = [f"{n}: {d}" for n, ok, d in conds if ok is True]
     failed = [f"{n}: {d}" for n, ok, d in conds if ok is False]
     unknown = [f"{n}: {d}" for n, ok, d in conds if ok is None]
+    by_verdict = verdict_level(c, beats_sham, kp_ok is True and pr_ok is True) if pairs else None
     if not pairs:
         level = 0
+    elif by_verdict is not None:
+        level = by_verdict[0]
     elif beats_sham:
         ctrl_ok = _above(rnd and rnd["ci"]) is True and _above(obs and obs["ci"]) is True
         # level 5 also needs reconstruction to beat the observer bound AND a human validation of that score
         # (D.3), both anchors and m0: without all of them the controls decide between 3 and 4
         recon_ok, val_ok = (ok for _, ok, _ in recon_conds)
         full = all(x is True for x in (recon_ok, val_ok, kp_ok, pr_ok, m0_ok))
-        # D.5: margins shown only together with task damage (or with damage unmeasured) stay at level 3
-        level = (5 if full else 4) if ctrl_ok and dmg[1] is True else 3
+        # D.5: margins shown with task damage, with accuracy not shown unchanged, or with measurable output
+        # divergence (or either unmeasured) stay at level 3
+        level = (5 if full else 4) if ctrl_ok and dmg[1] is True and div[1] is True else 3
     elif kp_ok is not True or pr_ok is not True:
         level = 1
     else:
         level = 2
-    text = LEVELS[level]
+    text = by_verdict[1] if by_verdict is not None else LEVELS[level]
     if level == 4 and recon_conds[0][1] is True and recon_conds[1][1] is not True:
         text += (" (reconstruction beats the observer bound by the rule score, which is not human-validated: D.3 "
                  "requires a human-validated subset before any reconstruction claim, so no semantic access is claimed)")

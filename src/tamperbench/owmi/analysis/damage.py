@@ -29,8 +29,8 @@ from tamperbench.owmi.analysis.fmt import ci, esc, num
 
 DAMAGE_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "site", "operator", "dose")
 RULE = ("Eq. 20: Delta_task = mean over items of task score (intervention) - task score (paired sham); damage is "
-        "shown when its 95% item-clustered interval lies below 0; D.5: above level 3 only with damage measured "
-        "and not shown")
+        "shown when its 95% item-clustered interval lies below 0; D.5: above level 3 only where task accuracy is shown "
+        "unchanged by the equivalence test (dose_damage.RULE) and output divergence is not measurable")
 
 
 def damage_key(row: dict) -> tuple:
@@ -70,13 +70,21 @@ def task_damage(rows: list[dict], n_boot: int, seed: int) -> dict[tuple, dict]:
             out[key] = {**e, "measurable": False, "reason": "baseline (sham) task score is 0 on every item: damage "
                         "cannot show"}
             continue
-        out[key] = {**e, "measurable": True, "damaged": bool(b["ci"][1] < 0)}
+        from tamperbench.owmi.analysis.dose_damage import unchanged
+
+        out[key] = {**e, "measurable": True, "damaged": bool(b["ci"][1] < 0),
+                    "tost": unchanged(diffs, items, n_boot, seed)}
     return out
 
 
 def damage_condition(d: dict | None) -> tuple[str, bool | None, str]:
-    """The claim condition of D.5 / Eq. 20 for one detection cell."""
-    name = "detection not confined to task damage (Eq. 20: task score not shown to drop at this dose)"
+    """The claim condition of D.5 / Eq. 20 for one detection cell: task accuracy unchanged at this dose, an
+    equivalence statement (``dose_damage.unchanged``). An entry scored before the TOST existed is read by the
+    rule before it (damage not shown) and says so."""
+    from tamperbench.owmi.analysis.dose_damage import TASK_MARGIN
+
+    name = (f"task accuracy unchanged at this dose (Eq. 20, D.5: TOST at margin +/- {TASK_MARGIN}; detection not "
+            "confined to task damage)")
     if d is None:
         return name, None, ("task damage not measured: no task answer under this intervention (tracks A / B_masked "
                             "generate none; run a B_delayed, B_visible or C track)")
@@ -84,7 +92,13 @@ def damage_condition(d: dict | None) -> tuple[str, bool | None, str]:
         return name, None, f"task damage not measurable: {d['reason']}"
     text = (f"Delta_task = {d['delta_task']:+.3f} {ci(d['delta_task_ci'], 3)} over {d['items']} items (baseline "
             f"{d['baseline_mean']:.3f}; divergence mean JS {num(d.get('divergence_js_mean'), 4)})")
-    return name, not d["damaged"], text
+    t = d.get("tost")
+    if t is None:
+        return name, not d["damaged"], text + "; read by the rule before the TOST (damage not shown below 0)"
+    text += (f"; 90% interval {ci(t['ci90'], 3)}, {t['changed_pairs']} pairs changed (95% bound on the share "
+             f"{t['changed_share_upper95']:.3f})" + (f"; not shown unchanged: {t['why_not']}" if "why_not" in t else "")
+             + f"; damage shown below 0 (the rule before): {'yes' if d['damaged'] else 'no'}")
+    return name, bool(t["unchanged"]), text
 
 
 def corruption(rows: list[dict], n_boot: int, seed: int) -> dict:

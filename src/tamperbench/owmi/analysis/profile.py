@@ -123,7 +123,6 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
     from tamperbench.owmi.analysis import reconstruction as rc
     from tamperbench.owmi.analysis.claims import exceeds_sham
     from tamperbench.stats.dose import extraction_ratio
-    from tamperbench.stats.multiple import benjamini_hochberg
 
     rows, anchors, excluded = load_runs(paths)
     cells: list[dict[str, Any]] = []
@@ -142,10 +141,11 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         entry["confidence"] = confidence_entry(rs)
         cells.append(entry)
     det_cells = [c for c in cells if c["cell"]["probe_family"] == "detection"]
-    bh = benjamini_hochberg([c["detection"]["complete"]["p_value"] if c["detection"]["complete"]["p_value"] is not None
-                             else float("nan") for c in det_cells])
-    for c, rej, q in zip(det_cells, bh["reject"], bh["q"]):
-        c["detection"]["complete"]["bh_q"], c["detection"]["complete"]["bh_reject"] = q, rej
+    from tamperbench.owmi.analysis import verdict
+
+    det_rows = [r for r in rows if r["probe_family"] == "detection"]
+    pooled, all_models = _pools(det_rows, n_boot, seed)
+    bh = verdict.apply(det_cells, pooled, [c for c in cells if c["cell"]["probe_family"] == "confidence"])  # BH over the cells at the item floor; every verdict (verdict.py)
 
     ladders = {}
     for key, rs in group_cells([r for r in rows if r["probe_family"] == "detection"], LADDER_FIELDS).items():
@@ -177,13 +177,13 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         c["rho"] = (extraction_ratio(comp["margin"], tuple(comp["margin_ci"]), probe["m_probe"])
                     if probe and comp["pairs"] else None)
 
-    det_rows = [r for r in rows if r["probe_family"] == "detection"]
-    pooled, all_models = _pools(det_rows, n_boot, seed)
+    from tamperbench.owmi.analysis.dose_damage import dose_tables
 
+    damage_by_dose = dose_tables(cells)  # Eq. 20 / D.5: margin against damage across doses
     decay = decay_contrasts(rows, n_boot=n_boot, seed=seed, level=decay_level)
     variance, model_claims = _model_level(rows, det_rows, decay)
     return {"runs": [str(p) for p in paths], "n_rows": len(rows), "excluded_runs": excluded, "cells": cells,
-            "pooled": pooled, "all_models_pool": all_models, "bh": bh, "ladders": list(ladders.values()),
+            "pooled": pooled, "all_models_pool": all_models, "bh": bh, "damage_by_dose": damage_by_dose, "ladders": list(ladders.values()),
             "variance": variance, "anchors": anchors, "decay": decay, "model_claims": model_claims,
             "reconstruction": {"rule": rc.RULE, "paper": rc.PAPER, "human_validation": recon_validation},
             "readouts": sorted({identity.readout(r) for r in rows})}

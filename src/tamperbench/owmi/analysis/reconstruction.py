@@ -40,7 +40,8 @@ from tamperbench.owmi.analysis.recon_rule import PAPER, RULE, concept_key, names
 JOINT_FIELDS = ("model", "model_revision", "dtype", "quantized", "benchmark", "site", "operator", "dose", "track",
                 "hook_scope", "readout")  # score.CELL_FIELDS less the probe family: a detection cell and its reconstruction cell
 CONTROLS = ("random_matched", "random_unit", "observer")
-_CONTROL_OF = {"random_matched": ("random_matched",), "random_unit": ("random_unit",), "observer": ("observer",)}
+_CONTROL_OF = {"random_matched": ("random_matched",), "random_unit": ("random_unit",), "observer": ("observer",),
+               "observer_input_side": ("observer",)}  # Track A: the prompt-only observer (Section 3.4)
 
 
 def scored_view(rows: list[dict]) -> tuple[list[dict], Counter]:

@@ -51,11 +51,34 @@ def detection_rows(result: dict) -> list[dict]:
                     "inclusive_auroc": NO_PARSED if inc.get("parsed_pairs") == 0 else inc["auroc"],
                     "parse": parse, "margin_random": margin(mg.get("random_matched") or mg.get("random_unit")),
                     "random_kind": "matched" if "random_matched" in mg else ("unit-norm" if "random_unit" in mg else ""),
-                    "margin_observer": margin(mg.get("observer")),
+                    "margin_observer": (margin(mg.get("observer")) if mg.get("observer") or not mg.get("observer_input_side")
+                                        else f"input-side baseline {margin(mg['observer_input_side'])} (Track A: the "
+                                             "observer reads the prompt only; not the output-side bound, Section 3.4)"),
                     "claim_level": c.get("claim", {}).get("level"), "inclusive_parsed_pairs": inc.get("parsed_pairs"),
                     "model_revision": c["cell"].get("model_revision"), "quantized": bool(c["cell"].get("quantized")),
-                    "identity": labels[identity.of(c["cell"])]})
+                    "identity": labels[identity.of(c["cell"])], **_verdict_fields(comp), **_input_side(mg)})
     return out
+
+
+def _verdict_fields(comp: dict) -> dict:
+    """The two-sided verdict's CSV columns (``verdict.py``), after the older columns so they keep their places."""
+    v = comp.get("verdict") or {}
+    return {"verdict": v.get("name"), "verdict_reason": v.get("reason"), "p_value": comp.get("p_value"),
+            "p_test": comp.get("p_test"), "p_exact": comp.get("p_exact"), "items": comp.get("items"),
+            "p_value_bootstrap_z": comp.get("p_value_bootstrap_z")}
+
+
+def _input_side(mg: dict) -> dict:
+    return {"margin_observer_input_side": margin(mg.get("observer_input_side"))}
+
+
+def _verdict_cell(r: dict) -> str:
+    if not r.get("verdict"):
+        return "n/a"
+    from tamperbench.owmi.analysis.verdict import VERDICTS
+
+    p = "n/a" if r["p_value"] is None else f"{r['p_value']:.3g}{'' if r['p_exact'] else ' (Monte Carlo)'}"
+    return f"`{r['verdict']}`: {esc(VERDICTS[r['verdict']])} (p = {p}; {esc(r['verdict_reason'])})"
 
 
 def _inclusive(r: dict) -> str:
@@ -77,16 +100,23 @@ def to_markdown(result: dict) -> str:
         L.append(f"| {esc(r['identity'])} | {esc(r['cell'])} | {num(r['dprime'])} | {num(r['auroc'])} | {r['margin_random']}"
                  f"{' (' + r['random_kind'] + ')' if r['random_kind'] else ''} | {r['margin_observer']} |")
     L += ["", "## Detection against paired sham (complete-pair primary; inclusive coding as robustness)", "",
-          "| model | cell | pairs | d' [95% CI] | AUROC [95% CI] | BH q | inclusive d' / AUROC (pairs) | parsed/attempted | excluded pairs |",
-          "|---|---|---|---|---|---|---|---|---|"]
+          "Verdict (two-sided): `exceeds_sham`, `below_sham` (reports move against the intervention: a disturbance, not "
+          "detection), `bounded` (TOST) or `undetermined`; p from the paired sign-flip permutation test over item "
+          "clusters (exact up to 16 items), BH over the cells with at least the item floor of distinct items.", "",
+          "| model | cell | pairs | items | d' [95% CI] | AUROC [95% CI] | BH q | verdict | inclusive d' / AUROC (pairs) | "
+          "parsed/attempted | excluded pairs |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in detection_rows(result):
-        L.append(f"| {esc(r['identity'])} | {esc(r['cell'])} | {r['pairs']} | {num(r['dprime'])} {r['dprime_ci']} | "
-                 f"{num(r['auroc'])} {r['auroc_ci']} | {num(r['bh_q'])} | {_inclusive(r)} | {esc(r['parse'])} | {esc(r['excluded'])} |")
+        L.append(f"| {esc(r['identity'])} | {esc(r['cell'])} | {r['pairs']} | {r['items']} | {num(r['dprime'])} {r['dprime_ci']} | "
+                 f"{num(r['auroc'])} {r['auroc_ci']} | {num(r['bh_q'])} | {_verdict_cell(r)} | {_inclusive(r)} | "
+                 f"{esc(r['parse'])} | {esc(r['excluded'])} |")
     L += ["", "### Pooled (labelled pools, for precision only)", ""]
     for p in result["pooled"]:
         c = p["complete"]
+        pv = c.get("verdict")
         L.append(f"- {esc(p['pool'])}: {c['pairs']} pairs, d' = {num(c['dprime'])} {ci(c['dprime_ci'])}, "
-                 f"AUROC = {num(c['auroc'])} {ci(c['auroc_ci'])}; inclusive coding d' = "
+                 f"AUROC = {num(c['auroc'])} {ci(c['auroc_ci'])}"
+                 + (f", verdict `{pv['name']}` ({esc(pv['reason'])})" if pv else "") + "; inclusive coding d' = "
                  + (NO_PARSED if p["inclusive"].get("parsed_pairs") == 0 else
                     f"{num(p['inclusive']['dprime'])} (shift {num(p['shift_inclusive_minus_complete'])})"))
     note = result.get("all_models_pool")
@@ -157,6 +187,9 @@ def to_markdown(result: dict) -> str:
     L += reconstruction_markdown(result)
     L += closedset_markdown(result)
     L += audit_markdown(result)
+    from tamperbench.owmi.analysis.dose_damage import dose_markdown
+
+    L += dose_markdown(result)
     L += ["", "## Claim verdicts (Appendix D.5)", ""]
     for m in result["model_claims"]:
         L.append(f"- **{esc(m['label'])}** (model level): {esc(m['structure'])}; {esc(m['decay'])}")

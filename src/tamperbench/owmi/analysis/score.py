@@ -44,6 +44,10 @@ DOSE_MODEL = {
              "uncertainty through the full hierarchical fit; 'used object' = a baseline-replacement patch shows the "
              "site is not causally inert for the task (D.4)",
 }
+# Section 3.4: Track A has no task output at probe time, so its observer reads the prompt only
+INPUT_SIDE = ("Track A observer: no task output exists at probe time, so the observer reads the prompt only; an "
+              "input-side baseline (Section 3.4), reported beside the cell and left out of the output-side observer "
+              "bound mu_obs")
 ONE_SEED = ("one seed only: sigma^2_seed cannot be estimated (it would be fitted as 0), so Delta = ICC - ICC_seed "
             "(Eq. 18) compares against a seed variance never measured and no structure beyond seed variation "
             "can be claimed; run two or more seeds")
@@ -124,6 +128,28 @@ def _fmt_ci(d: dict) -> list[float]:
     return [float(x) for x in d["ci"]]
 
 
+def _bound_readable(c: dict) -> bool:
+    """An equivalence bound is read only from a bootstrap that varied (SE > 0), over at least the item floor,
+    from a reporter that varied: a zero SE never gives a bound (``verdict`` module text)."""
+    from tamperbench.owmi.analysis.verdict import ITEM_FLOOR
+
+    se = c["auroc_se"]
+    return bool(c["pairs"] and se is not None and np.isfinite(se) and se > 0 and c["items"] >= ITEM_FLOOR
+                and c.get("score_levels") != 1)
+
+
+def detection_test(rows: list[dict], seed: int) -> dict:
+    """The complete-pair permutation test behind the verdict (``stats.permutation``): p-value, test name,
+    exact or Monte Carlo, and the number of distinct score levels (1: a constant reporter)."""
+    from tamperbench.stats.pairs import paired_detection
+    from tamperbench.stats.permutation import item_signflip_test
+
+    p = paired_detection(rows, coding="complete")
+    t = item_signflip_test(p["g_a"], p["g_b"], p["clusters"], seed=seed)
+    return {"p_value": t["p_value"], "p_test": t["test"], "p_exact": t["exact"], "p_flips": t["flips"],
+            "score_levels": len(set(p["g_a"]) | set(p["g_b"]))}
+
+
 def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
     """Both codings, parse rates, control margins, equivalence bound for one cell (or a pool)."""
     from tamperbench.stats.bootstrap import detection_bootstrap, mean_bootstrap
@@ -144,25 +170,30 @@ def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
                          "hit_rate": float(np.mean(p["y_a"])) if p["y_a"] else None,
                          "false_alarm_rate": float(np.mean(p["y_b"])) if p["y_b"] else None}
     entry["inclusive"]["parsed_pairs"] = parsed_pairs(own, "intervention", ("sham",))
+    entry["complete"].update(detection_test(own, seed))
     c = entry["complete"]
     se = c["auroc_se"]
-    c["p_value"] = (float(2 * norm.sf(abs(c["auroc"] - 0.5) / se)) if se and np.isfinite(se) and se > 0
-                    else (1.0 if c["pairs"] else None))
-    c["equivalence"] = (equivalence_bound(c["auroc"], se if np.isfinite(se) else 0.0, ALPHAS) if c["pairs"] else [])
+    c["p_value_bootstrap_z"] = (float(2 * norm.sf(abs(c["auroc"] - 0.5) / se)) if se and np.isfinite(se) and se > 0
+                                else None)
+    c["equivalence"] = equivalence_bound(c["auroc"], se, ALPHAS) if _bound_readable(c) else []
     entry["shift_inclusive_minus_complete"] = (entry["inclusive"]["dprime"] - c["dprime"]
                                                if c["pairs"] and entry["inclusive"]["pairs"] else None)
     entry["parse_rates"] = tier_parse_rates(rows)
     margins = {}
-    for label, conds in (("random_matched", "random_matched"), ("random_unit", "random_unit"), ("observer", ["observer"])):
-        m = control_margin(rows, conds)
+    input_side = [r for r in rows if not (r["condition"] == "observer" and r.get("track") != "A")]
+    output_side = [r for r in rows if not (r["condition"] == "observer" and r.get("track") == "A")]
+    for label, conds, use in (("random_matched", "random_matched", rows), ("random_unit", "random_unit", rows),
+                              ("observer", ["observer"], output_side), ("observer_input_side", ["observer"], input_side)):
+        m = control_margin(use, conds)
         if m["diffs"]:
             mb = mean_bootstrap(m["diffs"], m["clusters"], n_boot=n_boot, seed=seed)
-            tiers = sorted(int(r["observer_tier"]) for r in rows
-                           if r["condition"] == "observer" and r.get("observer_tier") is not None)
-            tiers = sorted(set(tiers))
+            tiers = sorted({int(r["observer_tier"]) for r in use
+                            if r["condition"] == "observer" and r.get("observer_tier") is not None})
             margins[label] = {"pairs": mb["n"], "estimate": mb["estimate"], "ci": list(mb["ci"]),
-                              "parsed_pairs": parsed_pairs(rows, "intervention", [conds] if isinstance(conds, str) else conds),
-                              "excluded": dict(m["excluded"]), **({"observer_tiers": tiers} if label == "observer" else {})}
+                              "parsed_pairs": parsed_pairs(use, "intervention", [conds] if isinstance(conds, str) else conds),
+                              "excluded": dict(m["excluded"]),
+                              **({"observer_tiers": tiers} if label.startswith("observer") else {}),
+                              **({"note": INPUT_SIDE} if label == "observer_input_side" else {})}
     entry["margins"] = margins
     return entry
 
