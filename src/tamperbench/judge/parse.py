@@ -28,6 +28,14 @@ _TRUE_WORDS = {"true", "yes", "y", "1"}
 _FALSE_WORDS = {"false", "no", "n", "0"}
 
 
+def clean_text(text: str | None) -> str | None:
+    """``text`` with every lone UTF-16 surrogate (a JSON ``"\\ud800"`` escape, a served judge's reply) made
+    U+FFFD, so it can be stored and printed; valid surrogate pairs are joined. None stays None."""
+    if text is None:
+        return None
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 @dataclass(frozen=True)
 class ParsedVerdict:
     status: ParseStatus
@@ -183,7 +191,7 @@ def parse_verdict(text: str, *, reply: str | None = None) -> ParsedVerdict:
     try:
         return _parse_robust(text, reply)
     except Exception as exc:  # noqa: BLE001 - any failure is an unparsed vote, never a crashed batch
-        return ParsedVerdict(status="unparsed", error=f"robust parse: {type(exc).__name__}: {exc}"[:300])
+        return ParsedVerdict(status="unparsed", error=clean_text(f"robust parse: {type(exc).__name__}: {_short(exc)}"[:300]))
 
 
 def _parse_robust(text: str, reply: str | None) -> ParsedVerdict:
@@ -204,7 +212,7 @@ def _parse_robust(text: str, reply: str | None) -> ParsedVerdict:
         verdict_kw: dict[str, Any] = dict(
             labels=labels,
             confidence=_coerce_confidence(keys.get("confidence")),
-            rationale=rationale if isinstance(rationale, str) else None,
+            rationale=clean_text(rationale) if isinstance(rationale, str) else None,
         )
         if all(v is not None for v in labels.values()):
             return ParsedVerdict(status="parsed", **verdict_kw)
@@ -239,14 +247,15 @@ def parse_reference(text: str) -> ParsedVerdict:
         confidence = float(obj.get("confidence", 0.5))
         if not 0.0 <= confidence <= 1.0:  # NaN fails too, as under the reference's Field(ge=0, le=1)
             raise ValueError(f"confidence {confidence!r} outside [0, 1]")
-        rationale = str(obj.get("rationale", "")).strip()[:500]
+        rationale = clean_text(str(obj.get("rationale", "")).strip()[:500])
         missing = [k for k in LABELS if k not in obj]
         loose = [f"{k}={_short(obj[k])} read as {labels[k]}" for k in LABELS if k in obj and not isinstance(obj[k], bool)]
     except Exception as exc:  # noqa: BLE001 - the reference's ``except Exception``: any failure is an unparsed vote
-        return ParsedVerdict(status="unparsed", error=f"reference parse: {type(exc).__name__}: {_short(exc)}"[:300])
+        return ParsedVerdict(status="unparsed",
+                             error=clean_text(f"reference parse: {type(exc).__name__}: {_short(exc)}"[:300]))
     notes = ([f"missing keys read as False: {missing}"] if missing else []) + loose
     return ParsedVerdict(status="partial" if missing else "parsed", labels=labels, confidence=confidence,
-                         rationale=rationale, error="reference parse: " + "; ".join(notes) if notes else None)
+                         rationale=rationale, error=clean_text("reference parse: " + "; ".join(notes)) if notes else None)
 
 
 def _short(value: object, limit: int = 120) -> str:

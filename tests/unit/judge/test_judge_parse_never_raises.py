@@ -97,3 +97,26 @@ def test_no_text_makes_either_parse_rule_raise(text, reply):
         assert isinstance(v, ParsedVerdict) and v.status in ("parsed", "partial", "unparsed")
         assert set(v.labels) == set(JUDGE_LABELS)
         assert v.confidence is None or 0.0 <= v.confidence <= 1.0
+        for text in (v.rationale, v.error):
+            assert text is None or isinstance(text.encode("utf-8"), bytes)  # storable: no lone surrogate from a "\ud800" escape
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_a_whole_jury_run_stores_every_hostile_verdict(tmp_path, scripted_judge, rule):
+    """Through ``run_jury`` into the run's DuckDB: a lone surrogate in the judge's text or in its JSON
+    (``"\\ud800"``) could not be stored (UnicodeEncodeError) before ``clean_text``; now every vote is stored."""
+    from tamperbench.judge.runner import JudgeConfig, run_jury
+    from tamperbench.judge.samples import sample_rows, write_fixture_run
+    from tamperbench.store import RunStore
+
+    texts = [HOSTILE[k] for k in ("unicode", "lone_surrogate_text", "huge_confidence", "deep_nesting", "odd_types")]
+    texts.append('{"flagged": true, "corrected": false, "derailed": false, "aware": false, "rationale": "\\ud800"}')
+    rows = sample_rows()[: len(texts)]
+    by_reply = {r.reaction_text: t for r, t in zip(rows, texts)}
+    judge = scripted_judge("a", lambda user, n: next(t for reply, t in by_reply.items() if reply in user))
+    run = write_fixture_run(tmp_path / "run", rows)
+    run_jury(run, ["a"], lambda spec: judge, JudgeConfig(parse=rule, max_new_tokens=64), show_progress=False)
+    with RunStore.open_existing(run) as store:
+        votes = store.rows("judge_votes")
+    assert len(votes) == len(texts)
+    assert any("\ufffd" in (v["raw_text"] or "") + (v["rationale"] or "") for v in votes)
