@@ -43,7 +43,7 @@ def run_cmd(
     preset: Annotated[str, typer.Option("--preset", help="default (nonce fence, unparsed abstain, robust parse, safe text) or paper (paper fence, unparsed false, reference parse and text, 256 tokens); each option overrides.")] = "default",
     parse: Annotated[Optional[str], typer.Option("--parse", help="robust (default: loose JSON, reasoning stripped, one retry) or reference (the reference's greedy json.loads, no retry).")] = None,
     judged_text: Annotated[Optional[str], typer.Option("--judged-text", help="safe (default: reply without special tokens, special-token strings defused) or reference (the reply with its special tokens, as the reference judged it).")] = None,
-    thinking: Annotated[Optional[list[str]], typer.Option("--thinking", help="default|on|off for every judge, or JUDGE=off for one (repeat): the chat template's enable_thinking or its equivalent.")] = None,
+    thinking: Annotated[Optional[list[str]], typer.Option("--thinking", help="default|on|off for every judge, or JUDGE=off for one (repeat): the chat template's enable_thinking or its equivalent. --preset paper sets off every judge whose template is hybrid (the reference's --no-think).")] = None,
     constrained: Annotated[bool, typer.Option("--constrained", help="Decode each verdict under a grammar built from the verdict's JSON schema (llguidance; pip install 'tamperbench[constrained]'). Off by default; not with --preset paper.")] = False,
     seed: SeedOpt = 0,
     device: DeviceOpt = "auto",
@@ -85,8 +85,14 @@ def run_cmd(
             return None
         return resolve(spec)
 
+    def on_thinking(lines: list[str], warnings: list[str]) -> None:
+        for line in lines:
+            console.print(f"thinking: {line}", highlight=False, markup=False)
+        for line in warnings:
+            console.print(line, highlight=False, markup=False, style="bold")
+
     start = time.perf_counter()
-    summary = run_jury(run, judge, loader, cfg, precheck=precheck)
+    summary = run_jury(run, judge, loader, cfg, precheck=precheck, on_thinking=on_thinking)
     elapsed = time.perf_counter() - start
     console.print(f"{summary.n_trials} sleight records: {summary.n_judged} judged, {summary.n_untouched} untouched "
                   f"(not judged), {summary.n_empty} swapped but empty (not judged); {elapsed:.1f} s")
@@ -95,7 +101,6 @@ def run_cmd(
     from tamperbench.judge.constrained import describe
 
     console.print(f"fence: {fence}; {rule}; {PARSE_RULE_TEXT[cfg.parse]}; judged text {JUDGED_TEXT_RULE_TEXT[cfg.judged_text]}; "
-                  f"thinking: {', '.join(f'{j}={cfg.thinking_of(j)}' for j in judge)}; "
                   f"decoding: {describe(grammar.provenance() if grammar else None)}")
     rates = Table(title=f"judge votes ({rule})")
     for col in ("judge", "new votes", "parsed", "parsed on retry", "partial", "unparsed", "unparsed rate"):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tamperbench.judge.delimit import tokenizer_special_tokens
-from tamperbench.judge.parse import ParsedVerdict, better, parse_with
+from tamperbench.judge.parse import ParsedVerdict, better, clean_text, parse_with
 from tamperbench.judge.prompt import Fence, JudgeInput, build_prompt, load_prompt_spec
 from tamperbench.reasoning import strip_reasoning
 from tamperbench.schema import JUDGE_LABELS as LABELS
@@ -94,7 +94,7 @@ def judge_items(backend: Any, judge: str, items: Sequence[JudgeInput], *, max_ne
         retry_idx = [] if parse == "reference" else [i for i, p in enumerate(parsed) if p.status != "parsed"]
         retries: dict[int, tuple[Any, ParsedVerdict]] = {}
         if retry_idx:
-            retry_convs = [convs[i] + [{"role": "assistant", "content": first[i].text},
+            retry_convs = [convs[i] + [{"role": "assistant", "content": clean_text(first[i].text) or ""},
                                        {"role": "user", "content": spec.retry_reminder}] for i in retry_idx]
             second = backend.generate_chat(retry_convs, max_new_tokens=max_new_tokens, temperature=0.0,
                                            seed=seed, system=spec.system, progress=progress, **kw)
@@ -115,8 +115,8 @@ def judge_items(backend: Any, judge: str, items: Sequence[JudgeInput], *, max_ne
         votes.append(Vote(
             trial_key=it.trial_key, judge=judge, status=status, labels=dict(final.labels),
             confidence=final.confidence, rationale=final.rationale, parse_error=final.error,
-            attempts=2 if retry_gen is not None else 1, raw_text=gen.text,
-            retry_text=retry_gen.text if retry_gen is not None else None,
+            attempts=2 if retry_gen is not None else 1, raw_text=clean_text(gen.text) or "",
+            retry_text=clean_text(retry_gen.text) if retry_gen is not None else None,
             prompt_text=gen.prompt_text,
             retry_prompt_text=retry_gen.prompt_text if retry_gen is not None else None,
             finish_reason=(retry_gen or gen).finish_reason, fence_nonce=bp.nonce, defused=bp.defused,

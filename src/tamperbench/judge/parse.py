@@ -28,6 +28,14 @@ _TRUE_WORDS = {"true", "yes", "y", "1"}
 _FALSE_WORDS = {"false", "no", "n", "0"}
 
 
+def clean_text(text: str | None) -> str | None:
+    """``text`` with every lone UTF-16 surrogate (a JSON ``"\\ud800"`` escape, a served judge's reply) made
+    U+FFFD, so it can be stored and printed; valid surrogate pairs are joined. None stays None."""
+    if text is None:
+        return None
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 @dataclass(frozen=True)
 class ParsedVerdict:
     status: ParseStatus
@@ -169,13 +177,24 @@ def _coerce_confidence(value: object) -> float | None:
         return None
     try:
         number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer past float's range (400 digits)
         return None
     return number if math.isfinite(number) and 0.0 <= number <= 1.0 else None
 
 
 def parse_verdict(text: str, *, reply: str | None = None) -> ParsedVerdict:
-    """The judge's verdict in ``text``; ``reply`` (the judged text) lets us skip echoed objects."""
+    """The judge's verdict in ``text``; ``reply`` (the judged text) lets us skip echoed objects.
+
+    No text can raise: whatever escapes the repairs below makes the vote unparsed, as the reference
+    turns any exception into an unparsed vote (a judging batch never aborts on one reply).
+    """
+    try:
+        return _parse_robust(text, reply)
+    except Exception as exc:  # noqa: BLE001 - any failure is an unparsed vote, never a crashed batch
+        return ParsedVerdict(status="unparsed", error=clean_text(f"robust parse: {type(exc).__name__}: {_short(exc)}"[:300]))
+
+
+def _parse_robust(text: str, reply: str | None) -> ParsedVerdict:
     echoed = 0
     for start, end in balanced_objects(text):
         span = text[start:end]
@@ -193,7 +212,7 @@ def parse_verdict(text: str, *, reply: str | None = None) -> ParsedVerdict:
         verdict_kw: dict[str, Any] = dict(
             labels=labels,
             confidence=_coerce_confidence(keys.get("confidence")),
-            rationale=rationale if isinstance(rationale, str) else None,
+            rationale=clean_text(rationale) if isinstance(rationale, str) else None,
         )
         if all(v is not None for v in labels.values()):
             return ParsedVerdict(status="parsed", **verdict_kw)
@@ -219,23 +238,34 @@ def parse_reference(text: str) -> ParsedVerdict:
     reference's ``panel_combine`` then counts as "no". Nothing is stripped and nothing is retried.
     What the rule imputed (missing keys, non-boolean values) is written to ``error`` for the audit.
     """
-    m = _GREEDY_OBJECT.search(text)
-    if m is None:
-        return ParsedVerdict(status="unparsed", error="reference parse: no JSON object in judge output")
     try:
+        m = _GREEDY_OBJECT.search(text)
+        if m is None:
+            return ParsedVerdict(status="unparsed", error="reference parse: no JSON object in judge output")
         obj = json.loads(m.group())
         labels: dict[str, bool | None] = {k: bool(obj.get(k, False)) for k in LABELS}
         confidence = float(obj.get("confidence", 0.5))
         if not 0.0 <= confidence <= 1.0:  # NaN fails too, as under the reference's Field(ge=0, le=1)
             raise ValueError(f"confidence {confidence!r} outside [0, 1]")
-        rationale = str(obj.get("rationale", "")).strip()[:500]
-    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
-        return ParsedVerdict(status="unparsed", error=f"reference parse: {type(exc).__name__}: {exc}"[:300])
-    missing = [k for k in LABELS if k not in obj]
-    loose = [f"{k}={obj[k]!r} read as {labels[k]}" for k in LABELS if k in obj and not isinstance(obj[k], bool)]
+        rationale = clean_text(str(obj.get("rationale", "")).strip()[:500])
+        missing = [k for k in LABELS if k not in obj]
+        loose = [f"{k}={_short(obj[k])} read as {labels[k]}" for k in LABELS if k in obj and not isinstance(obj[k], bool)]
+    except Exception as exc:  # noqa: BLE001 - the reference's ``except Exception``: any failure is an unparsed vote
+        return ParsedVerdict(status="unparsed",
+                             error=clean_text(f"reference parse: {type(exc).__name__}: {_short(exc)}"[:300]))
     notes = ([f"missing keys read as False: {missing}"] if missing else []) + loose
     return ParsedVerdict(status="partial" if missing else "parsed", labels=labels, confidence=confidence,
-                         rationale=rationale, error="reference parse: " + "; ".join(notes) if notes else None)
+                         rationale=rationale, error=clean_text("reference parse: " + "; ".join(notes)) if notes else None)
+
+
+def _short(value: object, limit: int = 120) -> str:
+    """``repr`` of a value for an audit note, never raising (a 5,000-digit int has no repr) and cut short."""
+    try:
+        text = value if isinstance(value, BaseException) else repr(value)
+        text = str(text)
+    except Exception as exc:  # noqa: BLE001 - e.g. ValueError: int too large to convert to str
+        text = f"<{type(value).__name__}: {type(exc).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def parse_with(rule: ParseRule, text: str, *, reply: str | None = None) -> ParsedVerdict:

@@ -2,9 +2,11 @@
 
 ``paper`` is the reference's jury (fractalego/Sleight-of-Word ``scripts/panel_judge.py`` and
 ``src/awareness/judge.py``): the prompt byte for byte (``fence=paper``), 256 new tokens, its verdict
-parse and its judged text, an unparsed vote counted as "no" (``panel_combine``). Thinking stays each
-template's default unless ``--thinking`` says otherwise: the reference switched it off per judge
-(``--no-think`` for its Qwen3 juror), so a preset cannot know which of your judges to switch.
+parse and its judged text, an unparsed vote counted as "no" (``panel_combine``), and thinking off for
+every juror whose chat template is hybrid (reads ``enable_thinking`` or ``thinking``), as the
+reference's ``--no-think`` did for its Qwen3 juror. Which jurors are hybrid is known only once they
+are loaded (judge/hybrid.py), so the preset names the jurors to check (``no_think_hybrids``): every
+juror that ``--thinking`` does not set. Any other juror keeps its template's default.
 """
 
 from __future__ import annotations
@@ -34,5 +36,16 @@ def judge_config(preset: str, judges: Sequence[str], *, thinking: Sequence[str] 
     if unknown:
         raise TypeError(f"judge_config: unknown option(s) {unknown}")
     modes = parse_thinking(thinking, judges)
+    told = _named(thinking, judges)
     return build_spec(JudgeConfig, seed=seed, **{**PRESETS[preset], **chosen},
-                      thinking=tuple((j, m) for j, m in modes.items() if m != "default"))
+                      thinking=tuple((j, m) for j, m in modes.items() if m != "default"),
+                      no_think_hybrids=tuple(j for j in judges if j not in told) if preset == "paper" else ())
+
+
+def _named(values: Sequence[str] | None, judges: Sequence[str]) -> set[str]:
+    """The judges whose thinking ``--thinking`` sets (a bare mode sets every judge's)."""
+    named: set[str] = set()
+    for raw in values or ():
+        judge, sep, _ = raw.rpartition("=")
+        named |= {judge} if sep else set(judges)
+    return named

@@ -51,6 +51,7 @@ class JudgeConfig(FrozenSpec):
     parse: ParseRule = "robust"  # how a judge's text becomes a vote (judge/parse.py)
     judged_text: JudgedText = "safe"  # the reply as judged: safe (no special tokens, defused) or reference
     thinking: tuple[tuple[str, ThinkingMode], ...] = ()  # (judge, mode) where not the template's default
+    no_think_hybrids: tuple[str, ...] = ()  # judges set off once loaded if their template is hybrid (judge/hybrid.py)
     constrained: bool = False  # each verdict decoded under the verdict schema's grammar (judge/constrained.py)
 
     @property
@@ -85,6 +86,7 @@ class RunSummary:
     n_judged: int
     new_votes: dict[str, int] = field(default_factory=dict)
     status_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    thinking: list[str] = field(default_factory=list)  # one line per judge: its thinking setting and template
 
 
 def open_run(run_dir: Path) -> RunStore:
@@ -319,8 +321,10 @@ def parse_rates(store: RunStore, jury: Sequence[str], cfg_id: str) -> list[Parse
 
 
 def run_jury(run_dir: Path, judges: Sequence[str], loader: Loader, cfg: JudgeConfig, *,
-             show_progress: bool = True, precheck: Loader | None = None) -> RunSummary:
-    """The whole ``judge run`` pipeline; returns counts for the CLI to print."""
+             show_progress: bool = True, precheck: Loader | None = None,
+             on_thinking: Callable[[list[str], list[str]], None] | None = None) -> RunSummary:
+    """The whole ``judge run`` pipeline; returns counts for the CLI to print. ``on_thinking(lines, warnings)``
+    hears each judge's thinking setting once the jury is loaded, before any judging."""
     store = open_run(run_dir)
     try:
         all_trials = read_sleight_trials(store)
@@ -333,6 +337,11 @@ def run_jury(run_dir: Path, judges: Sequence[str], loader: Loader, cfg: JudgeCon
         if cfg.constrained:
             cfg.grammar()  # the library and the schema, before any model is loaded
         jury = load_jury(judges, loader, precheck)
+        from tamperbench.judge.hybrid import resolve_paper_thinking
+
+        cfg, thinking, warnings = resolve_paper_thinking(cfg, jury)
+        if on_thinking is not None:
+            on_thinking(thinking, warnings)
         if cfg.constrained:
             from tamperbench.judge.constrained import check_jury
 
@@ -349,6 +358,6 @@ def run_jury(run_dir: Path, judges: Sequence[str], loader: Loader, cfg: JudgeCon
                           new_votes=new, status_counts={r.judge: {"parsed": r.n_parsed,
                                                                   "parsed_on_retry": r.n_parsed_on_retry,
                                                                   "partial": r.n_partial, "unparsed": r.n_unparsed}
-                                                        for r in rates})
+                                                        for r in rates}, thinking=thinking)
     finally:
         store.close()

@@ -31,10 +31,10 @@ def run(
     arm: str = typer.Option("both", "--arm", help="plain | strict | both"),
     preset: str = typer.Option("standard", "--preset", help="standard | depth | colon | code"),
     sampling: str = typer.Option("greedy", "--sampling", help="greedy (default) or paper: sample as the paper did "
-                                 "(provider-default temperature, 1.0 unless --temperature; 3 repeats unless --repeats) "
-                                 "and report the spread over repeats."),
-    repeats: Optional[int] = typer.Option(None, "--repeats", help="Repeats per item and arm (1; 3 under --sampling "
-                                          "paper; needs --temperature > 0 when > 1)."),
+                                 "(provider-default temperature, 1.0 unless --temperature; one sample per prompt "
+                                 "unless --repeats, which adds the spread over repeats)."),
+    repeats: Optional[int] = typer.Option(None, "--repeats", help="Repeats per item and arm (1, also under --sampling "
+                                          "paper as the paper; needs --temperature > 0 when > 1)."),
     temperature: Optional[float] = typer.Option(None, "--temperature", help="0 = greedy (default); > 0 samples (1.0 "
                                                 "under --sampling paper)."),
     seed: SeedOpt = 0,
@@ -89,8 +89,9 @@ def table(
     out: Optional[Path] = typer.Option(None, "--out", help="Where to save quote_table.json/.md "
                                        "(default: the run directory when exactly one is given)."),
     top: int = typer.Option(10, "--top", help="How many hardest items to list."),
-    taxonomy: str = typer.Option("ours", "--taxonomy", help="ours (fine classes) or paper (the paper's five "
-                                 "classes; mapping in quote/data/README.md)."),
+    taxonomy: str = typer.Option("ours", "--taxonomy", help="ours (fine classes), paper (the paper's five classes; "
+                                 "mapping in quote/data/README.md) or paper-period-truncated (paper, an invented "
+                                 "terminal period counted as truncated)."),
 ) -> None:
     """Faithful rate per model and arm, failure taxonomy and hardest items of stored runs."""
     from tamperbench.quote.tables import load_rows, render, summarise, write_tables
@@ -148,8 +149,8 @@ def items(
 def score(
     responses: Path = typer.Argument(..., help="JSONL with item_id and response on each line."),
     out: Optional[Path] = typer.Option(None, "--out", help="Verdicts JSONL (default: stdout)."),
-    taxonomy: str = typer.Option("ours", "--taxonomy", help="ours, or paper: add each line's paper class "
-                                 "(paper_class) beside our class and sub-label."),
+    taxonomy: str = typer.Option("ours", "--taxonomy", help="ours, or paper / paper-period-truncated: add each "
+                                 "line's paper class (paper_class) beside our class and sub-label."),
 ) -> None:
     """Score responses collected elsewhere; report each bad line on stderr and score the rest.
 
@@ -157,12 +158,13 @@ def score(
     An empty response is scored (no_answer) and also reported, since it is usually a collection bug.
     """
     from tamperbench.quote.score_file import read_lines, score_lines
-    from tamperbench.quote.taxonomy import check_taxonomy, paper_class
+    from tamperbench.quote.taxonomy import check_taxonomy, is_paper, paper_class
 
     check_taxonomy(taxonomy)
     verdicts, problems, skipped = score_lines(read_lines(responses))  # not UTF-8 / unreadable: one line
-    if taxonomy == "paper":
-        verdicts = [{"paper_class": paper_class(v["category"], v["sub_label"]), **v} for v in verdicts]
+    if is_paper(taxonomy):
+        verdicts = [{"paper_class": paper_class(v["category"], v["sub_label"], v["evidence"], taxonomy),
+                     "taxonomy": taxonomy, **v} for v in verdicts]
     for line_no, msg in problems:
         typer.echo(f"{responses}:{line_no}: {msg}", err=True)
     text = "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in verdicts)

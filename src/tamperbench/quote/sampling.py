@@ -2,10 +2,11 @@
 
 WHY: the Exact Words paper ran each of its 74 prompts once per model on Kaggle Benchmarks (13 models,
 962 responses) at each provider's default temperature, which it does not state; tamperbench decodes
-greedily by default. ``paper`` samples instead, at the temperature and number of repeats written
-into the run spec (``PAPER_TEMPERATURE`` and ``PAPER_REPEATS`` unless ``--temperature`` / ``--repeats``
-say otherwise: 1.0 is the OpenAI, Anthropic and Gemini APIs' default), and the tables report the
-spread of the faithful rate over the repeats, which one sample per prompt cannot show.
+greedily by default. ``paper`` samples instead, one sample per prompt as the paper did
+(``PAPER_REPEATS``), at ``PAPER_TEMPERATURE`` (1.0, the OpenAI, Anthropic and Gemini APIs' default),
+both written into the run spec. ``--repeats N`` draws more, and the tables then report the spread of
+the faithful rate over the repeats, which one sample per prompt cannot show (the paper saw 1-4 points
+between its runs); the tables name what the spread counts as faithful.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Literal
 
 Sampling = Literal["greedy", "paper"]
 PAPER_TEMPERATURE = 1.0
-PAPER_REPEATS = 3
+PAPER_REPEATS = 1  # the paper: one complete 962-call run, one sample per prompt
 
 
 def resolve(data: object) -> object:
@@ -41,14 +42,16 @@ def describe(sampling: str | None, temperature: float, repeats: int) -> str:
     return f"sampled: temperature {temperature:g}, {repeats} repeat(s) per item and arm"
 
 
-def spread(rows: list[dict], faithful) -> dict:
+def spread(rows: list[dict], faithful, verdict_class=None) -> dict:
     """The faithful rate per repeat and its spread (range, standard deviation), and how many items
-    changed verdict class between repeats; ``faithful(row) -> bool`` decides what counts."""
+    changed verdict class between repeats; ``faithful(row) -> bool`` decides what counts and
+    ``verdict_class(row) -> str`` what a class is (default: our class and sub-label)."""
     per_repeat: dict[int, list[bool]] = defaultdict(list)
     per_item: dict[tuple, set[str]] = defaultdict(set)
     for r in rows:
         per_repeat[r.get("repeat", 0)].append(faithful(r))
-        per_item[(r.get("item_id"), r.get("arm"))].add(f"{r['category']}/{r.get('sub_label') or '-'}")
+        per_item[(r.get("item_id"), r.get("arm"))].add(
+            verdict_class(r) if verdict_class else f"{r['category']}/{r.get('sub_label') or '-'}")
     rates = [sum(v) / len(v) for _, v in sorted(per_repeat.items())]
     several = len(rates) > 1
     return {"repeats": len(rates), "repeat_rates": rates,

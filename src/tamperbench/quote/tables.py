@@ -2,9 +2,10 @@
 
 Also the paper's pooled views: the faithful rate per arm pooled over models ("Plain arm: 95.0%")
 and per model over both arms ("GPT-OSS-20B: 89.2%"), each with a Wilson interval. With
-``taxonomy="paper"`` the class counts use the paper's five classes (``quote/taxonomy.py``) and
-"faithful" in the pooled views is the paper's (byte-identical or normalised match); with ``ours``
-it is byte-identical only, as in the per-model-and-arm table.
+``taxonomy="paper"`` (or ``paper-period-truncated``) the class counts use the paper's five classes
+(``quote/taxonomy.py``), the ``corrected/dirty`` column counts the paper's corrected, and "faithful"
+in the pooled views and the repeat spread is the paper's headline one (byte-identical or normalised
+match); with ``ours`` it is byte-identical only, as in the per-model-and-arm table.
 
 Computed from the stored, scored records only (never re-generated), so ``quote table`` on a
 copied run directory reproduces the numbers exactly. Saved as JSON (for scripts) and markdown
@@ -24,7 +25,7 @@ from rich.table import Table
 from tamperbench.quote import sampling as sampling_rule
 from tamperbench.quote.runner import TABLE
 from tamperbench.quote.scorer import CATEGORIES
-from tamperbench.quote.taxonomy import PAPER_CLASSES, paper_class
+from tamperbench.quote.taxonomy import PAPER_CLASSES, is_paper, paper_class, paper_notes
 from tamperbench.stats.intervals import wilson  # noqa: F401  (re-exported: the one Wilson interval lives in stats)
 from tamperbench.fsio import atomic_write
 from tamperbench.store import RunStore
@@ -47,10 +48,21 @@ def load_rows(run_dirs: list[Path]) -> list[dict]:
     return rows
 
 
+def row_class(r: dict, taxonomy: str) -> str:
+    """A stored verdict's class under ``taxonomy``: ours, or the paper's (read with its evidence)."""
+    if is_paper(taxonomy):
+        return paper_class(r["category"], r["sub_label"], r.get("evidence"), taxonomy)
+    return r["category"]
+
+
 def _is_faithful(r: dict, taxonomy: str) -> bool:
-    if taxonomy == "paper":
-        return paper_class(r["category"], r["sub_label"]) == "faithful"
-    return r["category"] == "faithful"
+    return row_class(r, taxonomy) == "faithful"
+
+
+def spread_faithful(taxonomy: str) -> str:
+    """What the repeat spread counts as faithful under ``taxonomy`` (named in every table)."""
+    return ("the paper's headline faithful: exact or the normalised match" if is_paper(taxonomy)
+            else "byte-identical")
 
 
 def pooled_rates(rows: list[dict], key: str, taxonomy: str = "ours") -> list[dict]:
@@ -82,18 +94,17 @@ def summarise(rows: list[dict], top: int = 10, taxonomy: str = "ours") -> dict:
         n = len(rs)
         k = sum(r["category"] == "faithful" for r in rs)
         kn = sum(r["category"] in ("faithful", "faithful_normalized") for r in rs)
-        reps = sampling_rule.spread(rs, lambda r: r["category"] == "faithful")
+        reps = sampling_rule.spread(rs, lambda r: _is_faithful(r, taxonomy), lambda r: row_class(r, taxonomy))
         lo, hi = wilson(k, n)
         dirty = [r for r in rs if r["dirty"]]
         rates.append({
             "model": model, "preset": preset, "arm": arm, "n": n, "faithful": k, "faithful_rate": k / n,
             "ci95": [lo, hi], "faithful_incl_normalized": kn,
-            "dirty_n": len(dirty), "corrected": sum(r["category"] == "corrected" for r in dirty),
+            "dirty_n": len(dirty), "corrected": sum(row_class(r, taxonomy) == "corrected" for r in dirty),
             **reps, "sampling": _sampling_of(rs),
         })
-    classes = PAPER_CLASSES if taxonomy == "paper" else CATEGORIES
-    counts = Counter((r["arm"], paper_class(r["category"], r["sub_label"]) if taxonomy == "paper" else r["category"])
-                     for r in rows)
+    classes = PAPER_CLASSES if is_paper(taxonomy) else CATEGORIES
+    counts = Counter((r["arm"], row_class(r, taxonomy)) for r in rows)
     sub = Counter((r["category"], r["sub_label"]) for r in rows if r["category"] not in ("faithful",))
     preserved = [r for r in rows if r["dirty"] and r["category"] not in ("faithful", "faithful_normalized")
                  and (r.get("evidence") or {}).get("planted_span_present")]
@@ -111,6 +122,9 @@ def summarise(rows: list[dict], top: int = 10, taxonomy: str = "ours") -> dict:
         "rates": rates,
         "sampling": sorted({r["sampling"] for r in rates}),
         "taxonomy_name": taxonomy,
+        "spread_faithful": spread_faithful(taxonomy),
+        "corrected_counts": "the paper's corrected" if is_paper(taxonomy) else "our corrected class",
+        "notes": paper_notes(taxonomy),
         "classes": list(classes),
         "taxonomy": {arm: {c: counts.get((arm, c), 0) for c in classes} for arm in sorted({a for a, _ in counts})},
         "pooled_by_arm": pooled_rates(rows, "arm", taxonomy),
@@ -140,7 +154,7 @@ def render(summary: dict, console: Console) -> None:
     console.print(t)
     if _sampled(summary):
         console.print("Sampling: " + " | ".join(summary["sampling"]), highlight=False)
-    what = "paper's faithful (exact or normalised)" if summary.get("taxonomy_name") == "paper" else "byte-identical"
+    what = "paper's faithful (exact or normalised)" if is_paper(summary.get("taxonomy_name", "ours")) else "byte-identical"
     for key, title in (("pooled_by_arm", f"Faithful ({what}) rate per arm, pooled over models"),
                        ("per_model", f"Faithful ({what}) rate per model, over both arms")):
         p = Table(title=title)
@@ -173,6 +187,17 @@ def render(summary: dict, console: Console) -> None:
     console.print(hard)
     console.print(f"Failed quotes of dirty items that kept the planted error: "
                   f"{summary['failed_dirty_with_planted_error_intact']}")
+    for line in paper_lines(summary):
+        console.print(line, highlight=False)
+
+
+def paper_lines(summary: dict) -> list[str]:
+    """Under a paper taxonomy: what corrected/dirty and the repeat spread count, and the mapping's notes
+    (under ``ours`` the table titles already say it: byte-identical, our classes)."""
+    if not is_paper(summary.get("taxonomy_name", "ours")):
+        return []
+    return [f"corrected/dirty counts {summary['corrected_counts']}; the repeat spread counts faithful as "
+            f"{summary['spread_faithful']}.", *summary.get("notes", [])]
 
 
 def to_markdown(summary: dict) -> str:
@@ -201,6 +226,9 @@ def to_markdown(summary: dict) -> str:
     parts += ["", markdown_table(["item", "failed", "most common failure", "gold"],
                                  [[h["item_id"], f"{h['failures']}/{h['attempts']}", h["most_common"] or "-", h["gold"]]
                                   for h in summary["hardest_items"]], "Hardest items", level=2)]
+    notes = paper_lines(summary)
+    if notes:
+        parts += ["", "## Paper view", "", *("- " + n for n in notes)]
     return "\n".join(parts) + "\n"
 
 

@@ -61,6 +61,27 @@ def post_swap_positions(injected: Sequence[bool], swaps: Sequence[tuple[int, int
     raise ValueError(f"rule must be one of {RULES}, not {rule!r}")
 
 
+@dataclass(frozen=True)
+class DeltaParts:
+    """The parts of one trial's Delta, as the reference's ``TrialMetrics`` holds them: the number of
+    swaps, the clean answer's mean (baseline), the post-swap mean and their difference."""
+
+    n_swaps: int
+    baseline: float | None
+    post_swap: float | None
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.post_swap is None or self.baseline is None else self.post_swap - self.baseline
+
+
+def delta_parts(values: Sequence[float], injected: Sequence[bool], swaps: Sequence[tuple[int, int]],
+                clean_values: Sequence[float], window: int = 8, rule: Rule = "reference") -> DeltaParts:
+    """Baseline, post-swap mean and swap count of one trial (see :func:`trial_delta`)."""
+    post = _mean([values[i] for i in post_swap_positions(injected, swaps, window, rule)])
+    return DeltaParts(n_swaps=len(swaps), baseline=_mean(list(clean_values)), post_swap=post)
+
+
 def trial_delta(values: Sequence[float], injected: Sequence[bool], swaps: Sequence[tuple[int, int]],
                 clean_values: Sequence[float], window: int = 8, rule: Rule = "reference") -> float | None:
     """Post-swap mean minus the mean over the whole clean answer.
@@ -68,9 +89,7 @@ def trial_delta(values: Sequence[float], injected: Sequence[bool], swaps: Sequen
     ``swaps`` holds (position of the first injected token, number injected). None when there is no
     swap, no post-swap token (a swap at the very end of the budget) or no clean token.
     """
-    post = _mean([values[i] for i in post_swap_positions(injected, swaps, window, rule)])
-    base = _mean(list(clean_values))
-    return None if post is None or base is None else post - base
+    return delta_parts(values, injected, swaps, clean_values, window, rule).delta
 
 
 def paired_deltas(values: Sequence[float], injected: Sequence[bool], swaps: Sequence[tuple[int, int]],

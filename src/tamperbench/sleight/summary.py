@@ -85,8 +85,11 @@ def judge_setup(store) -> dict | None:
         for r in store.rows(JUDGE_PARSE_RATES_TABLE, f"WHERE config_id IN ({marks})", configs):
             n = r["n_votes"]
             parsed = r["n_parsed"] + r["n_parsed_on_retry"]
+            # parse_rate: votes read in full; a partial vote (a label missing) and an unparsed one have their own rates
             rates[r["judge"]] = {"n_votes": n, "parsed": parsed, "partial": r["n_partial"], "unparsed": r["n_unparsed"],
-                                 "parse_rate": 100.0 * parsed / n if n else None}
+                                 "parse_rate": 100.0 * parsed / n if n else None,
+                                 "partial_rate": 100.0 * r["n_partial"] / n if n else None,
+                                 "unparsed_rate": 100.0 * r["n_unparsed"] / n if n else None}
     judges = _judge_settings(store, configs)
     parse = sorted({j["parse_rule"] for j in judges.values()})
     texts = sorted({j["judged_text"] for j in judges.values()})

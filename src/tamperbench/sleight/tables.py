@@ -142,16 +142,30 @@ def notes(judge: dict | None) -> list[str]:
                if s["thinking"] != "default" else "")
             + f", parse {s['parse_rule']}, text {s['judged_text']}, {s['max_new_tokens']} new tokens"
             for j, s in settings.items()) + ".")
-    rates = [f"{j}: {r['parse_rate']:.1f}% of {r['n_votes']} votes parsed ({r['unparsed']} unparsed)"
-             for j, r in judge["parse_rates"].items() if r["parse_rate"] is not None]
+    rates = [f"{j}: {r['parse_rate']:.1f}% of {r['n_votes']} votes parsed in full ({r.get('partial', 0)} partial, "
+             f"{r['unparsed']} unparsed)" for j, r in judge["parse_rates"].items() if r["parse_rate"] is not None]
     if rates:
-        out.append("Parse rates: " + "; ".join(rates) + ".")
+        out.append("Parse rates: " + "; ".join(rates) + f". A partial vote lacks a label: {_partial_reading(judge)}.")
     counted = [r for r in judge["parse_rates"].values() if r["n_votes"]]
     if counted and not any(r["parsed"] for r in counted):
-        what = ("counted as false by the paper rule" if "false" in judge["unparsed_rule"]
-                else "abstentions: every label is without a majority")
-        out.append(f"WARNING: not one vote parsed; every judge label above comes from unparsed votes ({what}).")
+        unparsed = ("counted as false by the paper rule" if "false" in judge["unparsed_rule"]
+                    else "abstentions: every label is without a majority")
+        partial, none = sum(r.get("partial", 0) for r in counted), sum(r["unparsed"] for r in counted)
+        if not partial:
+            out.append(f"WARNING: not one vote parsed; every judge label above comes from unparsed votes ({unparsed}).")
+        else:
+            out.append(f"WARNING: not one vote parsed in full; every judge label above comes from {partial} partial "
+                       f"vote(s) (each lacks a label: {_partial_reading(judge)}) and {none} unparsed vote(s)"
+                       + (f" ({unparsed})" if none else "") + ".")
     return out
+
+
+def _partial_reading(judge: dict) -> str:
+    """What a partial vote's missing label became, by the parse rule(s) that read the votes."""
+    rules = judge.get("parse_rule") or ["robust"]
+    says = {"reference": "the reference parse reads it as false, the other labels are real",
+            "robust": "the robust parse leaves it an abstention, the other labels are real"}
+    return "; ".join(says.get(r, r) for r in rules)
 
 
 # spec fields that change what a Delta or a rate means: runs pooled into one table must agree on them

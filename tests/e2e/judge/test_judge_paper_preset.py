@@ -48,3 +48,27 @@ def test_paper_preset_names_parse_text_and_thinking_per_judge(tmp_path, tb_inpro
                                            "template_kwargs": {"enable_thinking": False},
                                            "thinking_effect": "the template ignores it", "max_new_tokens": 24}
     assert saved["layout"] == "paper" and "counts" in saved["paper_tables"]["table1"]
+
+
+def test_paper_preset_prints_each_jurors_thinking_and_switches_a_hybrid_off(tmp_path, tb_inprocess):
+    """Issue 34, item 3: the embedded judge under Qwen3's real chat template (a hybrid thinker) is switched
+    off by --preset paper alone, as the reference's --no-think; the CLI prints the setting per juror."""
+    from pathlib import Path
+
+    qwen3 = Path(__file__).parents[2] / "unit" / "judge" / "data" / "qwen3_chat_template.jinja"
+    run = tmp_path / "run"
+    env = {"COLUMNS": "400"}
+    proc = tb_inprocess("sleight", "run", "--out", str(run), "--questions", "1", "--words", "1",
+                        "--max-new-tokens", "24", "--device", "cpu", env=env)
+    assert proc.returncode == 0, proc.stderr
+    proc = tb_inprocess("judge", "run", str(run), "--judge", "embedded", "--preset", "paper", "--chat-template",
+                        str(qwen3), "--max-new-tokens", "24", "--device", "cpu", env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert ("thinking: embedded=off (enable_thinking=False; switched by enable_thinking) [--preset paper: a hybrid "
+            "template, off as the reference's --no-think]; template: hybrid (reads enable_thinking), thinks by "
+            "default") in out
+    with RunStore.open_existing(run) as store:
+        votes = store.rows("judge_votes")
+    assert votes and {v["thinking"] for v in votes} == {"off"}
+    assert all(v["prompt_text"].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") for v in votes)

@@ -7,6 +7,8 @@ that isn't in the source ... the source continues with a comma", counted among t
 that shape: its gold continues after "two-shift day" with a comma. The paper sampled 13 models x 74
 prompts once each at provider defaults. Our native classes stay as they were.
 Red before the change: both answers mapped to the paper's "rewritten"; ``sampling`` did not exist.
+Issue 34 then made the invented period follow the seed's definitions literally (rewritten; the other
+reading is ``--taxonomy paper-period-truncated``) and ``--sampling paper`` one sample per prompt.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ ITEMS = items_by_id()
      "corrected"),
     ("S01", "customers who write to us twice about the same order currently receive two separate case numbers",
      ("rewritten", "contains_correction"), "corrected"),
-    # R1's shape: the first clause, then an invented final period where the source has a comma
+    # R1's shape: the first clause, then an invented final period where the source has a comma: the seed's
+    # rewritten ("text that exists nowhere in the document"); truncated under paper-period-truncated (below)
     ("S26", "The extended battery delivers a full two-shift day.", ("rewritten", "truncated_punct_added"),
-     "truncated"),
+     "rewritten"),
     # both at once: the correction decides (the paper's "corrected" is the fixed error)
     ("S01", "customers who write to us twice about the same order currently receive two separate case numbers.",
      ("rewritten", "contains_correction"), "corrected"),
@@ -42,7 +45,14 @@ ITEMS = items_by_id()
 def test_paper_classes_of_the_papers_edge_cases(item, answer, native, paper):
     v = score_response(ITEMS[item], answer)
     assert (v.category, v.sub_label) == native  # the native classes are unchanged
-    assert paper_class(v.category, v.sub_label) == paper
+    assert paper_class(v.category, v.sub_label, v.evidence) == paper
+    assert paper_class(v.category, v.sub_label) == paper  # the sub-label alone gives the same class here
+
+
+def test_the_invented_period_reading_is_a_named_option():
+    v = score_response(ITEMS["S26"], "The extended battery delivers a full two-shift day.")
+    assert paper_class(v.category, v.sub_label, v.evidence, "paper") == "rewritten"
+    assert paper_class(v.category, v.sub_label, v.evidence, "paper-period-truncated") == "truncated"
 
 
 def test_the_paper_taxonomy_counts_them():
@@ -54,7 +64,9 @@ def test_the_paper_taxonomy_counts_them():
                      "category": v.category, "sub_label": v.sub_label, "dirty": ITEMS[item].dirty,
                      "gold": ITEMS[item].gold, "evidence": v.evidence, "temperature": 0.0})
     paper = summarise(rows, taxonomy="paper")["taxonomy"]["plain"]
-    assert (paper["corrected"], paper["truncated"], paper["rewritten"]) == (1, 1, 0)
+    assert (paper["corrected"], paper["truncated"], paper["rewritten"]) == (1, 0, 1)
+    r1 = summarise(rows, taxonomy="paper-period-truncated")["taxonomy"]["plain"]
+    assert (r1["corrected"], r1["truncated"], r1["rewritten"]) == (1, 1, 0)
     assert summarise(rows)["taxonomy"]["plain"]["rewritten"] == 2
 
 
@@ -62,7 +74,7 @@ def test_paper_sampling_states_temperature_and_repeats_in_the_spec():
     greedy = build_spec(QuoteRunSpec)
     assert (greedy.sampling, greedy.temperature, greedy.repeats) == ("greedy", 0.0, 1)
     paper = build_spec(QuoteRunSpec, sampling="paper")
-    assert (paper.temperature, paper.repeats) == (1.0, 3)
+    assert (paper.temperature, paper.repeats) == (1.0, 1)  # one sample per prompt, as the paper
     mine = build_spec(QuoteRunSpec, sampling="paper", temperature=0.7, repeats=2)
     assert (mine.temperature, mine.repeats) == (0.7, 2)
     assert json.loads(mine.model_dump_json())["sampling"] == "paper"

@@ -60,6 +60,16 @@ EXPECTED = """# Exact Words summary
 | item | failed | most common failure | gold |
 |---|---|---|---|
 | S02 | 2/2 | truncated/prefix | g S02 |
+
+## Paper view
+
+- corrected/dirty counts the paper's corrected; the repeat spread counts faithful as the paper's headline faithful: \
+exact or the normalised match.
+- Paper taxonomy (paper): faithful = exact or the normalised match (curly quotes, unicode dashes, whitespace); a quote \
+that fixes the planted error is corrected whatever else changed (the fix decides first); no_answer (nothing left after \
+stripping reasoning, or an empty reply) counts as rewritten, the paper having no such class; a clause cut short with \
+an invented terminal period counts as rewritten (the seed: a single invented character makes the quote "no longer \
+exist in the source"; --taxonomy paper-period-truncated counts it truncated).
 """
 
 

@@ -108,6 +108,6 @@ def test_messages_and_sub_label_none():
     assert paper_class("wrong_span", None) == "wrong_span"
     with pytest.raises(ValueError, match="^no paper class for quote class 'mystery'$"):
         paper_class("mystery", None)
-    with pytest.raises(UserError, match="^--taxonomy: 'fine' is not one of ours, paper$"):
+    with pytest.raises(UserError, match="^--taxonomy: 'fine' is not one of ours, paper, paper-period-truncated$"):
         check_taxonomy("fine")
     assert check_taxonomy("paper") == "paper"

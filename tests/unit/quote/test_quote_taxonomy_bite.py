@@ -42,17 +42,19 @@ def test_sub_labels_only_count_with_their_own_class():
 
 def test_the_paper_classes_and_taxonomy_names():
     assert PAPER_CLASSES == ("faithful", "corrected", "truncated", "wrong_span", "rewritten")
-    assert TAXONOMIES == ("ours", "paper")
-    assert check_taxonomy("ours") == "ours"
+    assert TAXONOMIES == ("ours", "paper", "paper-period-truncated")
+    assert check_taxonomy("ours") == "ours" and check_taxonomy("paper-period-truncated") == "paper-period-truncated"
     assert check_taxonomy("paper") == "paper"
 
 
 def test_unknown_values_are_refused_with_one_exact_line():
     with pytest.raises(UserError) as e:
         check_taxonomy("Paper")
-    assert str(e.value) == "--taxonomy: 'Paper' is not one of ours, paper"
+    assert str(e.value) == "--taxonomy: 'Paper' is not one of ours, paper, paper-period-truncated"
     with pytest.raises(ValueError) as v:
         paper_class("mystery", "x")
     assert str(v.value) == "no paper class for quote class 'mystery'"
     with pytest.raises(ValueError):
         paper_class("", None)
+    with pytest.raises(ValueError, match="taxonomy must be one of"):
+        paper_class("faithful", None, taxonomy="ours")

@@ -5,6 +5,11 @@ Each test below carries the reference test's name and its cases, with the refere
 vocabulary with an ``x`` to anchor pair decodes, and an encoder). Where the reference calls
 ``tokens.is_trigger(tk, toks, j, ...)``, tamperbench classifies token ``toks[j]`` with its neighbours.
 
+``test_token_word`` checks the reference's per-token split (leading space, word, trailing text), which
+tamperbench makes once per vocabulary token inside ``TriggerDetector``; the port checks the same four
+tokens through it. ``test_compute_metrics`` checks the swap count, the baseline, the post-swap mean and
+the Delta, as the reference does, through ``delta_parts``.
+
 Not ported, because tamperbench has no counterpart of the code they test: ``test_batched_matches_sequential``
 (vLLM's regeneration rounds; tamperbench's engine is checked batch-size-invariant in
 tests/integration/sleight/test_sleight_engine_batch.py), ``test_checkpoint_resume_keys`` and
@@ -20,7 +25,7 @@ import torch
 from tamperbench.judge.evidence import detect
 from tamperbench.models.decoding.distributions import topk_entropy
 from tamperbench.sleight.detector import TriggerDetector
-from tamperbench.sleight.metrics import trial_delta
+from tamperbench.sleight.metrics import delta_parts, trial_delta
 
 
 class _Vocab:
@@ -74,11 +79,29 @@ class _YiTok(_Vocab):
 YI = _YiTok({0: "x", 1: "The", 2: "capital", 3: "of", 4: "Paris", 5: "the", 6: "ory", 7: "umbrella"})
 
 
+# the reference's test_token_word pieces: a spaced trigger, a capitalised one, one with its comma, a number
+WORDS = _Vocab({0: "x", 1: " the", 2: "The", 3: " the,", 4: " 100", 5: " of"})
+
+
 def _is_trigger(tk, toks: list[int], j: int) -> bool:
     det = TriggerDetector(tk, ("the",))
     prev = toks[j - 1] if j > 0 else None
     nxt = toks[j + 1] if j + 1 < len(toks) else None
     return det.classify(prev, toks[j], nxt).kind == "swap"
+
+
+def test_token_word():
+    """The reference splits a decoded token into (leading space, leading word, trailing text) and only a
+    token that starts with letters can be a trigger. tamperbench makes that split once over the vocabulary
+    (``TriggerDetector``): the candidate set, each candidate's surface and its trailing text."""
+    det = TriggerDetector(WORDS, ("the",))
+    spaced = det.classify(5, 1, None)  # token_word(" the") == (True, "the", "")
+    assert spaced.kind == "swap" and spaced.trigger == "the" and spaced.surface == " the" and spaced.trail == ""
+    capital = det.classify(None, 2, None)  # token_word("The") == (False, "The", "")
+    assert capital.trigger == "the" and capital.surface == "The" and capital.trail == ""
+    comma = det.classify(5, 3, None)  # token_word(" the,")[1] == "the"
+    assert comma.trigger == "the" and comma.trail == "," and comma.kind == "swap"
+    assert not det.is_candidate(4) and det.classify(5, 4, None).trigger is None  # token_word(" 100")[1] is None
 
 
 def test_is_trigger():
@@ -125,7 +148,12 @@ def test_compute_metrics():
     """Clean mean 1.0; the swap at index 2, then surprisals 5.0 and 3.0: post 4.0, Delta 3.0."""
     values = [2.0, 1.0, 0.0, 5.0, 3.0]  # index 2 is the injected token (the reference stores None there)
     injected = [False, False, True, False, False]
-    assert trial_delta(values, injected, [(2, 1)], [1.0] * 5, window=8) == 3.0
+    parts = delta_parts(values, injected, [(2, 1)], [1.0] * 5, window=8)
+    assert parts.n_swaps == 1  # m.num_substitutions == 1
+    assert abs(parts.baseline - 1.0) < 1e-9  # m.baseline_surprisal: the clean answer's mean
+    assert abs(parts.post_swap - 4.0) < 1e-9  # m.post_sub_surprisal: (5.0 + 3.0) / 2, the injected token skipped
+    assert abs(parts.delta - 3.0) < 1e-9  # m.delta_surprisal
+    assert trial_delta(values, injected, [(2, 1)], [1.0] * 5, window=8) == parts.delta
 
 
 def test_text_evidence():

@@ -84,3 +84,25 @@ def test_a_table_made_only_of_unparsed_votes_says_so():
                          "(counted as false by the paper rule).")
     judge["parse_rates"]["embedded"].update(parsed=1, unparsed=11)
     assert not any(line.startswith("WARNING") for line in notes(judge))
+
+
+def test_partial_votes_are_named_as_partial_not_unparsed():
+    """Issue 34, item 2: under the reference parse a vote missing a key is partial (the missing label read
+    as False, the others real). 12 partial votes printed "0.0% parsed (0 unparsed)" and blamed unparsed
+    votes. Red before the fix: the WARNING said "every judge label above comes from unparsed votes"."""
+    from tamperbench.sleight.tables import notes
+
+    judge = {"fence": ["paper"], "unparsed_rule": ["false"], "unparsed_rule_text": ["paper rule"],
+             "parse_rule": ["reference"],
+             "parse_rates": {"embedded": {"n_votes": 12, "parsed": 0, "partial": 12, "unparsed": 0,
+                                          "parse_rate": 0.0, "partial_rate": 100.0, "unparsed_rate": 0.0}}}
+    lines = notes(judge)
+    rates = next(line for line in lines if line.startswith("Parse rates: "))
+    assert "embedded: 0.0% of 12 votes parsed in full (12 partial, 0 unparsed)" in rates
+    assert "the reference parse reads it as false, the other labels are real" in rates
+    assert lines[-1] == ("WARNING: not one vote parsed in full; every judge label above comes from 12 partial vote(s) "
+                         "(each lacks a label: the reference parse reads it as false, the other labels are real) "
+                         "and 0 unparsed vote(s).")
+    assert "comes from unparsed votes" not in lines[-1]
+    judge["parse_rates"]["embedded"].update(partial=5, unparsed=7)
+    assert lines != notes(judge) and notes(judge)[-1].endswith("and 7 unparsed vote(s) (counted as false by the paper rule).")

@@ -42,8 +42,10 @@ def test_judge_setup_over_two_configs_and_both_rules(tmp_path):
         s = judge_setup(st)
     assert s["fence"] == ["nonce", "paper"]  # the "old" config's votes are not this jury's
     assert s["parse_rates"] == {
-        "a": {"n_votes": 4, "parsed": 3, "partial": 1, "unparsed": 0, "parse_rate": 75.0},
-        "b": {"n_votes": 0, "parsed": 0, "partial": 0, "unparsed": 0, "parse_rate": None},
+        "a": {"n_votes": 4, "parsed": 3, "partial": 1, "unparsed": 0, "parse_rate": 75.0, "partial_rate": 25.0,
+              "unparsed_rate": 0.0},
+        "b": {"n_votes": 0, "parsed": 0, "partial": 0, "unparsed": 0, "parse_rate": None, "partial_rate": None,
+              "unparsed_rate": None},
     }
 
 

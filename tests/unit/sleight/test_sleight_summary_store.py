@@ -109,12 +109,13 @@ def test_judge_columns_rule_fence_and_parse_rates(store):
     setup = judge_setup(store)
     assert setup["fence"] == ["nonce"] and setup["unparsed_rule"] == ["abstain"]
     assert setup["parse_rates"]["a"] == {"n_votes": 3, "parsed": 2, "partial": 0, "unparsed": 1,
-                                         "parse_rate": pytest.approx(200 / 3)}
+                                         "parse_rate": pytest.approx(200 / 3), "partial_rate": 0.0,
+                                         "unparsed_rate": pytest.approx(100 / 3)}
     buf = io.StringIO()
     out = render(store, Console(file=buf, width=250), layout="paper")
     text = buf.getvalue()
     assert "Judge fence: nonce; unparsed votes: unparsed votes abstain" in text
-    assert "a: 66.7% of 3 votes parsed (1 unparsed)" in text
+    assert "a: 66.7% of 3 votes parsed in full (0 partial, 1 unparsed)" in text
     assert out["layout"] == "paper" and out["delta_rule"] == "reference"
     saved = json.loads((store.run_dir / "tables.json").read_text())
     assert saved["paper_tables"]["table1"]["rows"][0] == ["m", "33", "50", "33", "0", "33", "0.0", "+2.40", "+0.67"]
