@@ -57,12 +57,12 @@ def test_parameter_recovery_m0_in_interval_and_within_tolerance():
     pytest.importorskip("numpyro", reason="the [bayes] extra (pip install 'tamperbench[bayes]')")
     y, z, d, groups, true_m0 = simulate(0)
     out = fit_paper(y, z, d, groups, seed=0, chains=2, warmup=300, draws=300)
-    assert out["identified"] is True, out["reason"]
+    assert out["m0"] is not None, out["reason"]
     lo, hi = out["m0"]["ci"]
     assert lo <= true_m0 <= hi, (true_m0, out["m0"])
     assert abs(out["m0"]["estimate"] - true_m0) < TOLERANCE, (true_m0, out["m0"])
-    assert out["diagnostics"]["divergences"] == 0
+    # short chains: R-hat is read against a loose bound here (the CLI runs 4 x 1000 draws against 1.01)
+    assert out["diagnostics"]["divergences"] == 0 and out["diagnostics"]["max_rhat"] < 1.05
     assert set(out["sigmas"]) == {"item", "site", "model"}
     # lambda = 1 - m0 / m_bar per draw; the model's m_bar tracks the observed margin
-    assert out["leakage_share"] is not None
     assert abs(out["m_bar"]["estimate"] - out["observed_margin"]) < 0.05
