@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tamperbench.errors import UserError
 
@@ -53,10 +54,10 @@ def pool_data(rows: list[dict]) -> dict:
     y_a = [v for v, k in zip(p["y_a"], keep) if k]
     y_b = [v for v, k in zip(p["y_b"], keep) if k]
     mags = [dose_magnitude(r["operator"], r["dose"]) for r in ints]
-    out = {"stratified": has_used, "used_threshold_nats": USED_THRESHOLD_NATS if has_used else None,
+    out: dict[str, Any] = {"stratified": has_used, "used_threshold_nats": USED_THRESHOLD_NATS if has_used else None,
            "pairs": len(ints), "pairs_outside_used_stratum": keep.count(False),
            "doses": sorted({m for m in mags if m > 0}), "items": len({r["item_id"] for r in ints}),
-           "sites": sorted({str(r["site"]) for r in ints}), "models": sorted({identity.of(r) for r in ints}, key=str)}
+           "sites": sorted({str(r["site"]) for r in ints}), "models": sorted({str(identity.of(r)) for r in ints})}
     if not ints:
         return {**out, "reason": "no pairs in the used-object stratum"}
     if len(out["doses"]) < 2:
