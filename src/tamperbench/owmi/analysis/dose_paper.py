@@ -60,11 +60,13 @@ def pool_data(rows: list[dict]) -> dict:
            "sites": sorted({str(r["site"]) for r in ints}), "models": sorted({str(identity.of(r)) for r in ints})}
     if not ints:
         return {**out, "reason": "no pairs in the used-object stratum"}
+    why = []  # every reason at once, so one rerun can fix them all
     if len(out["doses"]) < 2:
-        return {**out, "reason": f"{len(out['doses'])} positive dose level(s): at least two are needed to extrapolate "
-                "to zero dose"}
+        why.append(f"{len(out['doses'])} positive dose level(s): at least two are needed to extrapolate to zero dose")
     if out["items"] < MIN_ITEMS:
-        return {**out, "reason": f"{out['items']} distinct item(s) < {MIN_ITEMS}: the item random effect would be the prior"}
+        why.append(f"{out['items']} distinct item(s) < {MIN_ITEMS}: the item random effect would be the prior")
+    if why:
+        return {**out, "reason": "; ".join(why)}
     groups = {"item": [r["item_id"] for r in ints] * 2, "site": [r["site"] for r in ints] * 2,
               "model": [str(identity.of(r)) for r in ints] * 2}
     n = len(ints)
