@@ -117,3 +117,13 @@ def test_pooled_fit_samples_and_reports_m0(tmp_path):
     assert entry["m0"] is not None and entry["sampler"]["library"] == "numpyro"
     line = markdown([entry])[-1]
     assert "m0 = " in line or "not identified: " in line
+
+
+def test_every_missing_condition_is_named_before_sampling(tmp_path):
+    from tamperbench.owmi.analysis.dose_paper import paper_ladders
+
+    run = _write(tmp_path / "run", n_items=3, doses=(4.0,))
+    (entry,) = paper_ladders([run])
+    assert entry["identified"] is False and entry["m0"] is None and "diagnostics" not in entry
+    assert entry["reason"] == ("1 positive dose level(s): at least two are needed to extrapolate to zero dose; "
+                               "3 distinct item(s) < 10: the item random effect would be the prior")
