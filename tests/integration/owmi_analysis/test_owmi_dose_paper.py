@@ -67,7 +67,7 @@ def test_too_few_items_is_not_identified_and_says_why(tmp_path):
     res = _cli("owmi", "score", run, "--out", tmp_path / "s", "--boot", "50", "--dose-boot", "0", "--dose-model", "paper")
     assert res.returncode == 0, res.stderr
     assert "the paper's model" in res.stdout
-    assert "not identified: 3 distinct item(s) &lt; 10" in res.stdout  # the Markdown escapes '<'
+    assert "not identified: 3 distinct item(s), fewer than 10" in res.stdout
     result = json.loads((tmp_path / "s" / "owmi_score.json").read_text())
     assert result["dose_model"] == "paper"
     (entry,) = result["paper_ladders"]
@@ -126,4 +126,4 @@ def test_every_missing_condition_is_named_before_sampling(tmp_path):
     (entry,) = paper_ladders([run])
     assert entry["identified"] is False and entry["m0"] is None and "diagnostics" not in entry
     assert entry["reason"] == ("1 positive dose level(s): at least two are needed to extrapolate to zero dose; "
-                               "3 distinct item(s) < 10: the item random effect would be the prior")
+                               "3 distinct item(s), fewer than 10: the item random effect would be the prior")

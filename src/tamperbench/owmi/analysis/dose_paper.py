@@ -64,7 +64,7 @@ def pool_data(rows: list[dict]) -> dict:
     if len(out["doses"]) < 2:
         why.append(f"{len(out['doses'])} positive dose level(s): at least two are needed to extrapolate to zero dose")
     if out["items"] < MIN_ITEMS:
-        why.append(f"{out['items']} distinct item(s) < {MIN_ITEMS}: the item random effect would be the prior")
+        why.append(f"{out['items']} distinct item(s), fewer than {MIN_ITEMS}: the item random effect would be the prior")
     if why:
         return {**out, "reason": "; ".join(why)}
     groups = {"item": [r["item_id"] for r in ints] * 2, "site": [r["site"] for r in ints] * 2,
