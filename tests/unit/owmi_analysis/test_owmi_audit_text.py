@@ -148,7 +148,7 @@ def test_the_simplified_dose_model_is_named_beside_the_papers(tmp_path):
     assert result["ladders"] and all(lad["model_form"] == DOSE_MODEL for lad in result["ladders"])
     md = _markdown(result)
     assert "dose model, ours (simplified): item random intercept only" in md
-    assert "the paper's form (not implemented here): crossed item, site and model random effects" in md
+    assert "the paper's form (owmi score --dose-model paper fits it): crossed item, site and model random effects" in md
     claim = [c for c in result["cells"] if c["cell"]["probe_family"] == "detection"][0]["claim"]
     assert any("positive used-object m0 near zero dose (simplified Eq. 10" in x
                for x in claim["held"] + claim["failed"] + claim["not_measured"])

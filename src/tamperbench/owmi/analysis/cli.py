@@ -44,6 +44,8 @@ def score_cmd(
     dose_boot: int = typer.Option(100, "--dose-boot", min=0, max=10000, help="Replicates for the dose-response fit."),
     decay_level: float = typer.Option(0.95, "--decay-level", min=0.5, max=0.999,
                                       help="Confidence level of the temporal-decay (Eq. 19) intervals."),
+    dose_model: str = typer.Option("simple", "--dose-model", help="simple: the simplified dose fit (default); paper: "
+                                   "also the paper's hierarchical fit, Eq. 10-11 by NUTS (needs the [bayes] extra)."),
     recon_validation: Optional[Path] = typer.Option(
         None, "--recon-validation", help="JSON {raters, sample_size, threshold, agreement}: a human validation of the "
         "rule-scored reconstruction family (D.3). Without one no claim rests on reconstruction."),
@@ -58,12 +60,23 @@ def score_cmd(
 
     from tamperbench.store.distinct import distinct_runs
 
+    if dose_model not in ("simple", "paper"):
+        raise UserError(f"--dose-model: expected simple or paper, got {dose_model!r}")
+    if dose_model == "paper":  # before the score: a missing extra is one line, not minutes later
+        from tamperbench.owmi.analysis.dose_paper import require_extra
+
+        require_extra()
     validation = load_validation(recon_validation) if recon_validation is not None else None
     runs, notes = distinct_runs(runs)  # a run given twice, or a copy of one, is counted once
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     result = score_runs(runs, n_boot=boot, seed=seed, dose_boot=dose_boot, decay_level=decay_level,
                         recon_validation=validation)
+    result["dose_model"] = dose_model
+    if dose_model == "paper":
+        from tamperbench.owmi.analysis.dose_paper import paper_ladders
+
+        result["paper_ladders"] = paper_ladders(runs, seed=seed)
     if out is None:  # the default folder lies inside a run directory: never follow a link there
         from tamperbench.fsio import refuse_links
 

@@ -161,7 +161,7 @@ def to_markdown(result: dict) -> str:
                      f"{a['auroc']['estimate']:.4f} {ci(a['auroc']['ci'])}; error rate {a['errors']}/{a['n_trials']}, "
                      f"one-sided 95% bound {a['error_rate_upper95']:.4f}; passes = {a['passes']}")
     L += ["", "## Dose-response and leakage (Eq. 10-11)", "", f"- dose model, ours (simplified): {esc(DOSE_MODEL['ours'])}",
-          f"- the paper's form (not implemented here): {esc(DOSE_MODEL['paper'])}"]
+          f"- the paper's form (owmi score --dose-model paper fits it): {esc(DOSE_MODEL['paper'])}"]
     if not result["ladders"]:
         L.append("- no dose ladder (fewer than two doses in every cell): m0 and lambda not estimable")
     for lad in result["ladders"]:
@@ -170,6 +170,10 @@ def to_markdown(result: dict) -> str:
                  f"{num(m0['estimate']) if isinstance(m0, dict) else 'n/a'} "
                  f"{ci(m0['ci']) if isinstance(m0, dict) else ''}; identified = {lad.get('identified')}; "
                  f"stratified = {lad.get('stratified')}; {esc(lad.get('reason', ''))}")
+    if result.get("paper_ladders") is not None:
+        from tamperbench.owmi.analysis.dose_paper import markdown as paper_markdown
+
+        L += paper_markdown(result["paper_ladders"])  # escapes its untrusted fields itself
     L += ["", "## Variance components (crossed: domain, object, item, seed)", ""]
     for v in result["variance"].values():
         if not v.get("estimable"):
