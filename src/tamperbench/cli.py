@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from tamperbench.cli_options import ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt
-from tamperbench.errors import UserError
+from tamperbench.errors import UserError, printable
 
 app = typer.Typer(
     help="tamperbench: do language models notice tampering with their own words or computation?",
@@ -173,7 +173,7 @@ def report(
 
     index, problems = build_site(runs, out)
     for p in problems:
-        print(f"warning: left out of the report: {p}", file=sys.stderr)
+        print(f"warning: left out of the report: {printable(str(p))}", file=sys.stderr)
     console.print(f"report: {index}")
 
 

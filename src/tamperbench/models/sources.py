@@ -70,7 +70,9 @@ def embedded_gguf_path() -> Path:
 
 
 def is_gguf(path: Path) -> bool:
-    with open(path, "rb") as f:
+    from tamperbench.fsio import regular_file
+
+    with open(regular_file(path, "the --model file"), "rb") as f:  # a FIFO or device is refused before opening
         return f.read(4) == b"GGUF"
 
 
@@ -112,7 +114,7 @@ def _resolve(spec: str, home: Path) -> ResolvedSource:
             return _from_dir(spec, path, home)
         if not is_gguf(path):
             raise UserError(f"model '{spec}': not a GGUF file (missing the 'GGUF' magic bytes)")
-        return _from_gguf(spec, "gguf", path, home, _gguf_quantization(path))
+        return _from_gguf(spec, "gguf", path, home, _gguf_quantization(path, spec))
     if spec.endswith(".gguf") or spec.startswith((".", "/", "~")) or os.sep in spec and not HUB_ID.match(spec):
         raise UserError(f"model '{spec}': path does not exist")
     if HUB_ID.match(spec):
@@ -149,17 +151,13 @@ def _from_hub(spec: str, home: Path) -> ResolvedSource:
     return ResolvedSource(spec, "hub", folder, resolved.sha256, revision=folder.name)
 
 
-def _gguf_quantization(path: Path) -> str:
-    try:
-        from gguf import GGUFReader
+def _gguf_quantization(path: Path, spec: str) -> str:
+    """The quantization named in the GGUF's header, read by a walk that checks every declared count
+    against the file's size before reading (``models/gguf_header.py``): a lying header is one line here,
+    before gguf's or transformers' readers allocate what it declares."""
+    from tamperbench.models import gguf_header
 
-        field = GGUFReader(path).fields.get("general.file_type")
-        from gguf import LlamaFileType
-
-        kind = LlamaFileType(int(field.parts[field.data[0]][0])).name.replace("MOSTLY_", "")
-        return f"{kind} GGUF dequantized to float32"
-    except Exception:
-        return "GGUF dequantized to float32"
+    return gguf_header.quantization(gguf_header.read_header(path, f"model '{spec}'"))
 
 
 def _cache_ok(folder: Path) -> bool:
@@ -169,7 +167,9 @@ def _cache_ok(folder: Path) -> bool:
     write changes it), so an intact cache loads without re-hashing half a gigabyte every time.
     """
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
+        from tamperbench.fsio import read_capped
+
+        manifest = json.loads(read_capped(folder / MANIFEST, 1 << 20, MANIFEST))
         rehashed = False
         for name, meta in manifest["files"].items():
             st = (folder / name).stat()
@@ -180,11 +180,11 @@ def _cache_ok(folder: Path) -> bool:
                     return False
                 meta["mtime_ns"], rehashed = st.st_mtime_ns, True
         if rehashed:  # verified: remember the mtime so the next load need not hash again
-            tmp = folder / f"{MANIFEST}.tmp{os.getpid()}"
-            tmp.write_text(json.dumps(manifest, indent=1))
-            os.replace(tmp, folder / MANIFEST)
+            from tamperbench.fsio import atomic_write
+
+            atomic_write(folder / MANIFEST, json.dumps(manifest, indent=1))
         return True
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, UserError):
         return False
 
 
@@ -201,11 +201,15 @@ def _build_gguf_cache(gguf: Path, folder: Path) -> None:
     directly, so the state dict is moved into a freshly built model first)."""
     import torch
     from rich.console import Console
+    from rich.markup import escape
+
+    from tamperbench.fsio import atomic_write
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # as load_hf does: the one dim line below says what happens
-    Console(stderr=True).print(f"[dim]dequantizing {gguf.name} once; cached under {folder}[/dim]")
+    Console(stderr=True).print(f"[dim]dequantizing {escape(gguf.name)} once; cached under {escape(str(folder))}[/dim]",
+                               markup=True, highlight=False)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder.parent))
     try:
@@ -230,7 +234,7 @@ def _build_gguf_cache(gguf: Path, folder: Path) -> None:
             for p in tmp.iterdir()
             if p.is_file()
         }
-        (tmp / MANIFEST).write_text(json.dumps({"gguf": str(gguf), "files": files}, indent=1))
+        atomic_write(tmp / MANIFEST, json.dumps({"gguf": str(gguf), "files": files}, indent=1))
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tamperbench.errors import UserError
-from tamperbench.fsio import check_size
+from tamperbench.fsio import read_capped
 from tamperbench.specs import MAX_BATCH, SPEC_FILE_MAX_BYTES, NewTokens, Seed, Temperature
 from tamperbench.owmi.objects import ObjectSpec
 from tamperbench.owmi.operators import OperatorSpec, check_dose
@@ -133,9 +133,8 @@ class OwmiSpec(BaseModel):
 def load_spec(path: str | Path) -> OwmiSpec:
     """Read a spec file; every problem is one line naming the file and field."""
     path = Path(path)
-    check_size(path, SPEC_FILE_MAX_BYTES, "spec file")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_capped(path, SPEC_FILE_MAX_BYTES, "spec file").decode("utf-8"))
     except FileNotFoundError:
         raise UserError(f"--config: {path} does not exist") from None
     except ValueError as err:
