@@ -124,13 +124,54 @@ def _resolve(spec: str, home: Path) -> ResolvedSource:
     )
 
 
+CONFIG_MAX_BYTES = 1 << 20  # a model's config.json is a few KiB
+
+
 def _from_dir(spec: str, path: Path, home: Path) -> ResolvedSource:
     if not (path / "config.json").is_file():
         raise UserError(f"model '{spec}': directory has no config.json, so it is not a transformers model")
-    weights = sorted([*path.glob("*.safetensors"), *path.glob("*.bin")])
+    _check_config(spec, path / "config.json")
+    from tamperbench.fsio import regular_file
+
+    weights = sorted(regular_file(p, "a weights file") for p in [*path.glob("*.safetensors"), *path.glob("*.bin")])
     if not weights:
         raise UserError(f"model '{spec}': directory has no *.safetensors or *.bin weight files")
+    for w in weights:
+        _check_weights_file(spec, w)
     return ResolvedSource(spec, "local_dir", path, HashMemo(home).combined(weights))
+
+
+def _check_config(spec: str, cfg_path: Path) -> None:
+    """Refuse, before transformers reads the folder, a config.json over the cap, and one that asks
+    for the folder's own code (``auto_map`` for a model type transformers does not know): tamperbench
+    never runs it, and transformers would refuse it only after printing warnings."""
+    from tamperbench.fsio import read_capped
+
+    try:
+        cfg = json.loads(read_capped(cfg_path, CONFIG_MAX_BYTES, "config.json"))
+    except ValueError as err:
+        raise UserError(f"model '{spec}': {cfg_path} is not valid JSON ({err})") from None
+    if not isinstance(cfg, dict):
+        raise UserError(f"model '{spec}': {cfg_path} is not a JSON object")
+    if cfg.get("auto_map"):
+        from transformers import CONFIG_MAPPING
+
+        kind = cfg.get("model_type")
+        if not isinstance(kind, str) or kind not in CONFIG_MAPPING:
+            raise UserError(f"model '{spec}': {cfg_path} asks for the folder's own code (auto_map, model_type "
+                            f"{kind!r}, which transformers does not know); tamperbench never runs a model's code")
+
+
+def _check_weights_file(spec: str, path: Path) -> None:
+    """A ``.bin`` must be torch's zip format (read by torch's weights-only loader); a raw pickle is
+    refused before torch sees it (it would warn, then fail)."""
+    if path.suffix != ".bin":
+        return
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head != b"PK\x03\x04":
+        raise UserError(f"model '{spec}': {path.name} is a raw pickle, not torch's zip format; tamperbench does not "
+                        "unpickle weights (convert them to safetensors)")
 
 
 def _from_hub(spec: str, home: Path) -> ResolvedSource:

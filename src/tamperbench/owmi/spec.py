@@ -24,6 +24,7 @@ from tamperbench.owmi.objects import ObjectSpec
 from tamperbench.owmi.operators import OperatorSpec, check_dose
 from tamperbench.owmi.records import CONDITIONS, TRACKS, Condition, Readout, Scope, Track
 
+MAX_POSITION = 1 << 20  # no model here reads a context of a million tokens; the model's own bound is checked later
 Family = Literal["detection", "confidence", "localization", "characterization", "reconstruction"]
 
 
@@ -38,8 +39,8 @@ class OwmiSpec(BaseModel):
     observer_classifier: bool = Field(default=True, description="Tier 3: TF-IDF + logistic regression on held-out visible outputs.")
     benchmarks: tuple[str, ...] = ("builtin",)
     items_per_benchmark: int = Field(default=3, ge=1, le=100_000)
-    objects: tuple[ObjectSpec, ...]
-    operators: tuple[OperatorSpec, ...]
+    objects: tuple[ObjectSpec, ...] = Field(min_length=1)
+    operators: tuple[OperatorSpec, ...] = Field(min_length=1)
     concepts: tuple[str, ...] = Field(default=(), description="Concepts for 'add' directions, cycled over items; empty = all.")
     positions: str = Field(default="task", description="'task' (the task text's tokens), 'last', 'all', or absolute "
                            "token indices '0,1,2' (the known positive's positions, Section 7.2).")
@@ -80,9 +81,17 @@ class OwmiSpec(BaseModel):
         if v in ("task", "last", "all"):
             return v
         parts = v.split(",")
-        if not all(p.strip().isdigit() for p in parts):
-            raise ValueError("must be 'task', 'last', 'all' or comma-separated token indices such as '0,1,2'")
-        return ",".join(str(n) for n in sorted({int(p) for p in parts}))
+        if not all(p.strip().isdigit() and len(p.strip()) <= 8 for p in parts):
+            raise ValueError("must be 'task', 'last', 'all' or comma-separated token indices such as '0,1,2' "
+                             f"(each below {MAX_POSITION})")
+        out = sorted({int(p) for p in parts})
+        if out[-1] >= MAX_POSITION:
+            raise ValueError(f"token index {out[-1]} is beyond any context (indices below {MAX_POSITION})")
+        return ",".join(str(n) for n in out)
+
+    def absolute_positions(self) -> list[int]:
+        """The declared token indices when ``positions`` lists them, else [] (task/last/all)."""
+        return [] if self.positions in ("task", "last", "all") else [int(p) for p in self.positions.split(",")]
 
     @field_validator("temperature")
     @classmethod
