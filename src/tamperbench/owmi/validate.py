@@ -89,7 +89,7 @@ def check_positions(spec, backend, items: dict, field: str) -> None:
     systems = {frame: None if frame == "neutral" else system_prompt() for frame in spec.frames()}  # Engine.frame_system
     for bench, its in items.items():
         for it in its:
-            for frame, system in systems.items():
+            for system in systems.values():
                 n = len(cx.task_context(backend, it.prompt_text(), system, "all").ids)
                 if declared[-1] >= n:
                     raise UserError(f"positions: token index {declared[-1]} is beyond the prompt of item "
