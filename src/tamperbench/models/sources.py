@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tamperbench.errors import UserError
+from tamperbench.errors import UserError, printable
 from tamperbench.models.provenance import HashMemo, sha256_file
 
 EMBEDDED_ALIASES = ("embedded", "smollm2-135m-instruct")
@@ -249,8 +249,8 @@ def _build_gguf_cache(gguf: Path, folder: Path) -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # as load_hf does: the one dim line below says what happens
-    Console(stderr=True).print(f"[dim]dequantizing {escape(gguf.name)} once; cached under {escape(str(folder))}[/dim]",
-                               markup=True, highlight=False)
+    what = escape(printable(f"dequantizing {gguf.name} once; cached under {folder}"))  # a file name is not markup
+    Console(stderr=True).print(f"[dim]{what}[/dim]", highlight=False)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder.parent))
     try:

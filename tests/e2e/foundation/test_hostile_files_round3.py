@@ -345,3 +345,14 @@ def test_model_cache_manifest_is_not_written_through_a_planted_link(tmp_path):
     assert _cache_ok(folder)  # verified, so the manifest is rewritten with the new mtime
     assert target.read_bytes() == b"precious"
     assert json.loads((folder / MANIFEST).read_text())["files"][w.name]["mtime_ns"] == w.stat().st_mtime_ns
+
+
+def test_a_run_folder_name_with_markup_and_escapes_prints_inert(tmp_path):
+    from tamperbench.sleight.synthetic import write_synthetic_run
+
+    run = write_synthetic_run(tmp_path / "run")
+    out = tmp_path / "o[bold]x\x1b[2J"
+    out.mkdir()
+    p = cli(["export", run, "--format", "csv", "--out", out / "t.csv"], tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "\x1b" not in p.stdout and "[bold]x\\x1b[2J" in p.stdout.replace("\n", ""), p.stdout
