@@ -165,6 +165,8 @@ def read_capped(path: str | Path, limit: int, what: str = "file") -> bytes:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     try:
         st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):  # as open() would say it, so readers keep their own wording
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         if not stat.S_ISREG(st.st_mode):
             raise UserError(f"{path}: {what} is {_kind(st.st_mode)}; tamperbench reads regular files only")
         chunks, got = [], 0
