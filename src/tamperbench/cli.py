@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from tamperbench.cli_options import ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt
-from tamperbench.errors import UserError
+from tamperbench.errors import UserError, printable
 
 app = typer.Typer(
     help="tamperbench: do language models notice tampering with their own words or computation?",
@@ -23,6 +23,11 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+
+
+def _say(text: str) -> None:
+    """One line naming user paths or model names: control characters escaped, no rich markup read."""
+    console.print(printable(text), markup=False, highlight=False)
 
 
 def _mount_suites() -> None:
@@ -62,7 +67,7 @@ def export(
         from tamperbench.inspect_ext.export import export_inspect
 
         name, path, n = export_inspect(run, out)
-        console.print(f"{name}: {n} samples -> {path} (open with: inspect view --log-dir {path.parent})")
+        _say(f"{name}: {n} samples -> {path} (open with: inspect view --log-dir {path.parent})")
         return
     if fmt == "hf":
         if table is not None:
@@ -70,13 +75,13 @@ def export(
         from tamperbench.export_hf import export_hf
 
         for name, path, n in export_hf(run, out):
-            console.print(f"{name}: {n} rows -> {path}")
-        console.print(f"dataset card: {out / 'README.md'}; load with datasets.load_dataset({str(out)!r}, CONFIG)")
+            _say(f"{name}: {n} rows -> {path}")
+        _say(f"dataset card: {out / 'README.md'}; load with datasets.load_dataset({str(out)!r}, CONFIG)")
         return
     if raw and fmt != "csv":
         raise UserError(f"--raw: only used with --format csv (got --format {fmt})")
     for name, path, n in export_run(run, fmt, out, table, raw=raw):
-        console.print(f"{name}: {n} rows -> {path}")
+        _say(f"{name}: {n} rows -> {path}")
 
 
 @app.command()
@@ -160,7 +165,7 @@ def sweep(
     from tamperbench.runs.sweep import run_sweep
 
     for model, run_dir in run_sweep(sweep_file, out, executor=executor_from_options(executor, address, workers), new=new):
-        console.print(f"{model}: {run_dir}")
+        _say(f"{model}: {run_dir}")
 
 
 @app.command()
@@ -173,8 +178,8 @@ def report(
 
     index, problems = build_site(runs, out)
     for p in problems:
-        print(f"warning: left out of the report: {p}", file=sys.stderr)
-    console.print(f"report: {index}")
+        print(f"warning: left out of the report: {printable(str(p))}", file=sys.stderr)
+    _say(f"report: {index}")
 
 
 @app.command()

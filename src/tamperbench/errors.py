@@ -22,6 +22,26 @@ DEBUG_ENV = "TAMPERBENCH_DEBUG"
 DEBUG_FLAG = "--debug"
 
 
+_BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+
+
+def printable(text: str) -> str:
+    """``text`` as one terminal-safe line: whitespace runs become one space, and every other control
+    character (C0, DEL, C1 such as ESC or CSI, bidirectional overrides) is written as ``\\xNN`` /
+    ``\\uNNNN``. WHY: model names, folder names and spec values reach messages verbatim, and an escape
+    sequence in one would clear the screen or print spoofed text in the ``error:`` line."""
+    out = []
+    for ch in " ".join(text.split()):
+        o = ord(ch)
+        if o < 0x20 or 0x7F <= o <= 0x9F:
+            out.append(f"\\x{o:02x}")
+        elif o in _BIDI:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 class UserError(Exception):
     """A problem with the user's input; the message names the culprit (field, file, id)."""
 
@@ -110,9 +130,9 @@ def run_cli(app: Callable[[], object]) -> NoReturn:
         if debug and not isinstance(err, UserError):
             raise
         if message is not None:
-            print(f"error: {' '.join(message.split())}", file=sys.stderr)
+            print(f"error: {printable(message)}", file=sys.stderr)
             sys.exit(UserError.exit_code)
-        first = " ".join(str(err).split())[:300]
+        first = printable(str(err))[:300]
         print(f"error: internal error ({type(err).__name__}: {first}); this is a bug in tamperbench: rerun "
               f"with {DEBUG_FLAG} for the traceback and report it", file=sys.stderr)
         sys.exit(1)

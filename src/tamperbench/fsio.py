@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -123,9 +124,93 @@ def open_lock(path: Path) -> int:
 def check_size(path: Path, limit: int, what: str = "file") -> None:
     """Refuse, before reading it, a file over ``limit`` bytes (an input that cannot be what it claims)."""
     try:
-        size = Path(path).stat().st_size
+        st = Path(path).stat()
     except OSError:
         return  # the reader reports a missing or unreadable file in its own words
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block the reader, a device never end
+        raise UserError(f"{path}: {what} is {_kind(st.st_mode)}; tamperbench reads regular files only")
+    size = st.st_size
     if size > limit:
         unit, div = ("MiB", 1 << 20) if limit >= 1 << 20 else ("KiB", 1 << 10)
         raise UserError(f"{path}: {what} over {limit // div} {unit} ({size} bytes); refusing to read it")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def regular_file(path: str | Path, what: str = "file") -> Path:
+    """Refuse, without opening it, anything at ``path`` but a regular file (after following links).
+
+    WHY: opening a FIFO for reading blocks until a writer comes, and ``/dev/zero`` never ends; an input
+    named on the command line or found in a folder must be a plain file before tamperbench reads it."""
+    path = Path(path)
+    st = path.stat()  # a missing file: the OSError names it (errors.describe_os_error)
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"{path}: {what} is {_kind(st.st_mode)}; tamperbench reads regular files only")
+    return path
+
+
+def read_capped(path: str | Path, limit: int, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, reading no more than ``limit + 1``.
+
+    The file is opened non-blocking (a FIFO does not wait for a writer) and checked with ``fstat`` on
+    the open descriptor, so a file swapped between a check and the read is still checked; a file that
+    grows past ``limit`` while being read (or lies about its size) is refused after ``limit + 1`` bytes."""
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):  # as open() would say it, so readers keep their own wording
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(f"{path}: {what} is {_kind(st.st_mode)}; tamperbench reads regular files only")
+        chunks, got = [], 0
+        while got <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    finally:
+        os.close(fd)
+    if got > limit:
+        raise UserError(f"{path}: {what} over {_human(limit)} (at least {got} bytes); refusing to read it")
+    return b"".join(chunks)
+
+
+def _human(limit: int) -> str:
+    unit, div = ("MiB", 1 << 20) if limit >= 1 << 20 else ("KiB", 1 << 10)
+    return f"{limit // div} {unit}" if limit >= 1 << 10 else f"{limit} bytes"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
+    """``with atomic_path(p, ".eval") as tmp:`` for a library that writes a file by name itself: ``tmp``
+    lies in a fresh private folder beside ``p`` (``mkdtemp``: a random name, mode 0700, so nothing can be
+    planted there), and is renamed over ``p`` when the block ends without an error. A link at ``p`` is
+    refused; on any error ``p`` is untouched and the folder removed."""
+    import shutil
+
+    path = Path(path)
+    if path.is_symlink():
+        raise link_refusal(path)
+    if path.is_dir():
+        raise UserError(f"{path}: cannot write (Is a directory)")
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f".{path.name[:80]}.", suffix=".partial", dir=path.parent))
+    except OSError as err:
+        raise cannot_write(path, err) from None
+    try:
+        tmp = folder / f"partial{suffix}"
+        yield tmp
+        os.replace(tmp, path)
+    except OSError as err:
+        raise cannot_write(path, err) from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    _fsync_dir(path.parent)

@@ -86,9 +86,9 @@ def build_spec(cls: type[S], where: str | None = None, **values: Any) -> S:
 def read_spec_json(path: Path) -> dict:
     """The JSON object in a spec file; a missing file, bad JSON or a non-object is one line."""
     try:
-        if Path(path).stat().st_size > SPEC_FILE_MAX_BYTES:
-            raise UserError(f"{path}: spec file over {SPEC_FILE_MAX_BYTES >> 20} MiB; a spec is a small JSON object")
-        data = json.loads(Path(path).read_text())
+        from tamperbench.fsio import read_capped
+
+        data = json.loads(read_capped(path, SPEC_FILE_MAX_BYTES, "spec file").decode("utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: spec file does not exist") from None
     except (OSError, UnicodeDecodeError) as err:

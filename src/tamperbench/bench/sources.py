@@ -66,12 +66,28 @@ def data_files(path: Path) -> list[Path]:
     raise UserError(f"{path}: no such file or folder")
 
 
+MAX_TEXT_BYTES = 256 * 1024**2  # decompressed: the largest real benchmark file (MMLU's CSVs) is a few MB
+
+
 def _text(path: Path) -> str:
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise UserError(f"{path}: larger than {MAX_FILE_BYTES} bytes; split it")
-    raw = path.read_bytes()
-    if path.name.endswith(".gz"):
-        raw = gzip.decompress(raw)
+    from tamperbench.fsio import check_size
+
+    check_size(path, MAX_FILE_BYTES, "data file")  # also refuses a FIFO or device before reading
+    if path.name.endswith(".gz"):  # bound what it expands to, read in chunks: a small gzip can hold gigabytes
+        chunks, got = [], 0
+        try:
+            with gzip.open(path, "rb") as gz:
+                while got <= MAX_TEXT_BYTES and (chunk := gz.read(min(1 << 20, MAX_TEXT_BYTES + 1 - got))):
+                    chunks.append(chunk)
+                    got += len(chunk)
+        except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+            raise UserError(f"{path}: not a readable gzip file ({err})") from None
+        if got > MAX_TEXT_BYTES:
+            raise UserError(f"{path}: expands to more than {MAX_TEXT_BYTES >> 20} MiB when decompressed; refusing "
+                            "to read it (split it)")
+        raw = b"".join(chunks)
+    else:
+        raw = path.read_bytes()
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:

@@ -18,6 +18,7 @@ from typing import Any
 from tamperbench import __version__
 from tamperbench.errors import UserError
 from tamperbench.export import record_tables
+from tamperbench.fsio import atomic_path
 from tamperbench.quote.taxonomy import paper_class
 from tamperbench.store import RunStore
 
@@ -40,6 +41,17 @@ def _jsonable(value: Any) -> Any:
 
 def _first(row: dict, names: tuple[str, ...]) -> str:
     return next((str(row[n]) for n in names if isinstance(row.get(n), str)), "")
+
+
+def _model_name(spec: dict) -> str:
+    """The run's model as the spec names it; a spec.json whose ``model``/``models`` is not text (a hand
+    edit, another tool) gives "unknown" rather than breaking the export."""
+    if isinstance(spec.get("model"), str) and spec["model"]:
+        return spec["model"]
+    models = spec.get("models")
+    if isinstance(models, list) and models and isinstance(models[0], str):
+        return models[0]
+    return "unknown"
 
 
 def export_inspect(run_dir: Path, out: Path) -> tuple[str, Path, int]:
@@ -68,7 +80,7 @@ def export_inspect(run_dir: Path, out: Path) -> tuple[str, Path, int]:
     finally:
         store.close()
     suite = str(spec.get("suite", "tamperbench"))
-    model = str(spec.get("model") or (spec.get("models") or ["unknown"])[0])
+    model = _model_name(spec)
     samples, faithful = [], []
     for i, row in enumerate(sorted(rows, key=lambda r: str(r.get("key")))):
         prompt, reply = _first(row, INPUT_FIELDS), _first(row, OUTPUT_FIELDS)
@@ -100,9 +112,8 @@ def export_inspect(run_dir: Path, out: Path) -> tuple[str, Path, int]:
         samples=samples, results=results)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.partial{os.getpid()}{out.suffix}")
-        write_eval_log(log, str(tmp))
-        os.replace(tmp, out)
+        with atomic_path(out, out.suffix) as tmp:  # a private folder: no predictable name to plant a link at
+            write_eval_log(log, str(tmp))
     except OSError as err:
         raise UserError(f"--out: cannot write {out} ({err.strerror or err})") from None
     return table, out, len(samples)

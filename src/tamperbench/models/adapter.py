@@ -26,12 +26,16 @@ Provenance records the adapter folder and the sha256 over its files (``ModelProv
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from tamperbench.errors import UserError
 
 MARK = "+peft:"
+CONFIG_MAX_BYTES = 1 << 20  # adapter_config.json and tamperbench-adapter.json are a few KiB
+MAX_RANK = 1 << 16
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]+")  # a module name (peft matches list entries by suffix, not as a regex)
 SIDECAR = "tamperbench-adapter.json"
 CONFIG = "adapter_config.json"
 WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
@@ -93,7 +97,8 @@ def _module_path(key: str) -> tuple[str, str]:
     return ".".join(parts[:-1]), parts[-1]
 
 
-def _check_shapes(shapes: dict[str, tuple[int, ...]], base_dir: Path, folder: Path, spec: str) -> None:
+def _check_shapes(shapes: dict[str, tuple[int, ...]], ranks: dict[str, int], base_dir: Path, folder: Path,
+                  spec: str) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -112,6 +117,13 @@ def _check_shapes(shapes: dict[str, tuple[int, ...]], base_dir: Path, folder: Pa
                             f"'{path}', which the base ({cfg.model_type}, {cfg.num_hidden_layers} layers) "
                             "does not have") from None
         rank_ok = True
+        if kind in ("lora_A", "lora_B", "lora_embedding_A", "lora_embedding_B") and len(shape) == 2:
+            got_rank = shape[0] if kind.endswith("A") else shape[1]
+            want_rank = next((r for k, r in ranks.items() if k and (path == k or path.endswith("." + k))), ranks[""])
+            if got_rank != want_rank:
+                raise UserError(f"model '{spec}': adapter folder {folder}: {CONFIG} says rank {want_rank} for "
+                                f"'{path}', but {key} has shape {list(shape)} (rank {got_rank}); refusing it before "
+                                "peft allocates the declared rank")
         if isinstance(module, torch.nn.Linear) and kind in ("lora_A", "lora_B") and len(shape) == 2:
             want = module.in_features if kind == "lora_A" else module.out_features
             got = shape[1] if kind == "lora_A" else shape[0]
@@ -121,31 +133,81 @@ def _check_shapes(shapes: dict[str, tuple[int, ...]], base_dir: Path, folder: Pa
                             f"shape {list(shape)}, but '{path}' is {module.in_features} -> {module.out_features}")
 
 
+def _names(value, field: str, folder: Path, spec: str) -> None:
+    """``target_modules``/``exclude_modules``: a list of module names, or ``"all-linear"``. WHY: peft runs a
+    string with ``re.fullmatch`` against every module name, and a pattern that backtracks catastrophically
+    hangs the process past Ctrl-C; a list is matched by name, which cannot."""
+    if value is None or value == "all-linear" and field == "target_modules":
+        return
+    if isinstance(value, str):
+        raise UserError(f"model '{spec}': adapter folder {folder}: {CONFIG} field '{field}' is a string, which peft "
+                        "runs as a regular expression; tamperbench accepts only a list of module names (e.g. "
+                        '["q_proj", "v_proj"]) or "all-linear"')
+    if not isinstance(value, list) or not all(isinstance(v, str) and PLAIN_NAME.fullmatch(v) for v in value):
+        raise UserError(f"model '{spec}': adapter folder {folder}: {CONFIG} field '{field}' must be a list of module "
+                        "names (letters, digits, '_', '.', '-')")
+
+
+def _rank(value, field: str, folder: Path, spec: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RANK:
+        raise UserError(f"model '{spec}': adapter folder {folder}: {CONFIG} field '{field}' must be an integer "
+                        f"rank from 1 to {MAX_RANK}, got {json.dumps(value)[:80]}")
+    return value
+
+
+def _lora_config(cfg: dict, folder: Path, spec: str) -> dict[str, int]:
+    """Refuse what peft would not merge or could be made to hang or allocate on: a non-LoRA adapter, a
+    regex ``target_modules``, a rank out of range. Returns the declared rank per module name ("" for
+    ``r``; ``rank_pattern`` keys must be plain module names too) for :func:`_check_shapes`."""
+    kind = cfg.get("peft_type")
+    if kind != "LORA":
+        raise UserError(f"model '{spec}': adapter folder {folder}: peft_type {json.dumps(kind)[:60]} is not supported; "
+                        "tamperbench applies LoRA adapters only (merged into the weights)")
+    _names(cfg.get("target_modules"), "target_modules", folder, spec)
+    _names(cfg.get("exclude_modules"), "exclude_modules", folder, spec)
+    ranks = {"": _rank(cfg.get("r", 8), "r", folder, spec)}
+    for field in ("rank_pattern", "alpha_pattern"):
+        pattern = cfg.get(field) or {}
+        if not isinstance(pattern, dict):
+            raise UserError(f"model '{spec}': adapter folder {folder}: {CONFIG} field '{field}' must be an object")
+        _names(list(pattern), field, folder, spec)
+        if field == "rank_pattern":
+            ranks.update({k: _rank(v, f"rank_pattern.{k}", folder, spec) for k, v in pattern.items()})
+    return ranks
+
+
 def check(spec: str, adapter: str, base_dir: Path, base_sha256: str) -> AdapterInfo:
     """Refuse an adapter folder that peft could not apply to this base; return its identity."""
     from tamperbench.models.provenance import sha256_file
 
     folder = Path(adapter).expanduser()
     cfg_path, weights = _files(folder, spec)
+    from tamperbench.fsio import read_capped
+
     try:
-        cfg = json.loads(cfg_path.read_text())
+        cfg = json.loads(read_capped(cfg_path, CONFIG_MAX_BYTES, CONFIG))
         if not isinstance(cfg, dict) or "peft_type" not in cfg:
             raise ValueError("no peft_type")
     except ValueError as err:
         raise UserError(f"model '{spec}': adapter folder {folder}: {CONFIG} is not a peft adapter config ({err})") from None
+    ranks = _lora_config(cfg, folder, spec)
     sidecar = folder / SIDECAR
-    if sidecar.is_file():
+    if sidecar.exists():
         try:
-            want = json.loads(sidecar.read_text()).get("base_sha256")
+            meta = json.loads(read_capped(sidecar, CONFIG_MAX_BYTES, SIDECAR))
+            want = meta.get("base_sha256")
         except (ValueError, AttributeError):
             raise UserError(f"model '{spec}': adapter folder {folder}: {SIDECAR} is not a JSON object") from None
+        if want is not None and not (isinstance(want, str) and re.fullmatch(r"[0-9a-f]{64}", want)):
+            raise UserError(f"model '{spec}': adapter folder {folder}: {SIDECAR} field 'base_sha256': must be "
+                            f"64 lowercase hex digits (a sha256), got {json.dumps(want)[:80]}")
         if want and want != base_sha256:
             raise UserError(f"model '{spec}': adapter folder {folder} does not match the base model: it was trained "
                             f"on weights sha256 {want[:16]}..., the base has {base_sha256[:16]}...")
     shapes = _tensor_shapes(weights, folder, spec)
     if not shapes:
         raise UserError(f"model '{spec}': adapter folder {folder}: {weights.name} holds no tensors")
-    _check_shapes(shapes, base_dir, folder, spec)
+    _check_shapes(shapes, ranks, base_dir, folder, spec)
     import hashlib
 
     h = hashlib.sha256()

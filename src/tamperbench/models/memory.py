@@ -42,7 +42,7 @@ from pathlib import Path
 import psutil
 import torch
 
-from tamperbench.errors import UserError
+from tamperbench.errors import UserError, printable
 
 __all__ = ["DEFAULT_CAP", "BatchChoice", "choose_batch_size", "decoder_columns", "device_ceiling", "free_bytes",
            "generation_batch",
@@ -179,7 +179,7 @@ def _note(msg: str) -> None:
     """A one-line note on stderr, once per distinct message (a run calls generation many times)."""
     if msg not in _noted:
         _noted.add(msg)
-        print(f"note: {msg}", file=sys.stderr, flush=True)
+        print(f"note: {printable(msg)}", file=sys.stderr, flush=True)
 
 
 def _gb(n: int) -> str:

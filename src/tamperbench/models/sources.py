@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tamperbench.errors import UserError
+from tamperbench.errors import UserError, printable
 from tamperbench.models.provenance import HashMemo, sha256_file
 
 EMBEDDED_ALIASES = ("embedded", "smollm2-135m-instruct")
@@ -70,7 +70,9 @@ def embedded_gguf_path() -> Path:
 
 
 def is_gguf(path: Path) -> bool:
-    with open(path, "rb") as f:
+    from tamperbench.fsio import regular_file
+
+    with open(regular_file(path, "the --model file"), "rb") as f:  # a FIFO or device is refused before opening
         return f.read(4) == b"GGUF"
 
 
@@ -112,7 +114,7 @@ def _resolve(spec: str, home: Path) -> ResolvedSource:
             return _from_dir(spec, path, home)
         if not is_gguf(path):
             raise UserError(f"model '{spec}': not a GGUF file (missing the 'GGUF' magic bytes)")
-        return _from_gguf(spec, "gguf", path, home, _gguf_quantization(path))
+        return _from_gguf(spec, "gguf", path, home, _gguf_quantization(path, spec))
     if spec.endswith(".gguf") or spec.startswith((".", "/", "~")) or os.sep in spec and not HUB_ID.match(spec):
         raise UserError(f"model '{spec}': path does not exist")
     if HUB_ID.match(spec):
@@ -122,13 +124,54 @@ def _resolve(spec: str, home: Path) -> ResolvedSource:
     )
 
 
+CONFIG_MAX_BYTES = 1 << 20  # a model's config.json is a few KiB
+
+
 def _from_dir(spec: str, path: Path, home: Path) -> ResolvedSource:
     if not (path / "config.json").is_file():
         raise UserError(f"model '{spec}': directory has no config.json, so it is not a transformers model")
-    weights = sorted([*path.glob("*.safetensors"), *path.glob("*.bin")])
+    _check_config(spec, path / "config.json")
+    from tamperbench.fsio import regular_file
+
+    weights = sorted(regular_file(p, "a weights file") for p in [*path.glob("*.safetensors"), *path.glob("*.bin")])
     if not weights:
         raise UserError(f"model '{spec}': directory has no *.safetensors or *.bin weight files")
+    for w in weights:
+        _check_weights_file(spec, w)
     return ResolvedSource(spec, "local_dir", path, HashMemo(home).combined(weights))
+
+
+def _check_config(spec: str, cfg_path: Path) -> None:
+    """Refuse, before transformers reads the folder, a config.json over the cap, and one that asks
+    for the folder's own code (``auto_map`` for a model type transformers does not know): tamperbench
+    never runs it, and transformers would refuse it only after printing warnings."""
+    from tamperbench.fsio import read_capped
+
+    try:
+        cfg = json.loads(read_capped(cfg_path, CONFIG_MAX_BYTES, "config.json"))
+    except ValueError as err:
+        raise UserError(f"model '{spec}': {cfg_path} is not valid JSON ({err})") from None
+    if not isinstance(cfg, dict):
+        raise UserError(f"model '{spec}': {cfg_path} is not a JSON object")
+    if cfg.get("auto_map"):
+        from transformers import CONFIG_MAPPING
+
+        kind = cfg.get("model_type")
+        if not isinstance(kind, str) or kind not in CONFIG_MAPPING:
+            raise UserError(f"model '{spec}': {cfg_path} asks for the folder's own code (auto_map, model_type "
+                            f"{kind!r}, which transformers does not know); tamperbench never runs a model's code")
+
+
+def _check_weights_file(spec: str, path: Path) -> None:
+    """A ``.bin`` must be torch's zip format (read by torch's weights-only loader); a raw pickle is
+    refused before torch sees it (it would warn, then fail)."""
+    if path.suffix != ".bin":
+        return
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head != b"PK\x03\x04":
+        raise UserError(f"model '{spec}': {path.name} is a raw pickle, not torch's zip format; tamperbench does not "
+                        "unpickle weights (convert them to safetensors)")
 
 
 def _from_hub(spec: str, home: Path) -> ResolvedSource:
@@ -149,17 +192,13 @@ def _from_hub(spec: str, home: Path) -> ResolvedSource:
     return ResolvedSource(spec, "hub", folder, resolved.sha256, revision=folder.name)
 
 
-def _gguf_quantization(path: Path) -> str:
-    try:
-        from gguf import GGUFReader
+def _gguf_quantization(path: Path, spec: str) -> str:
+    """The quantization named in the GGUF's header, read by a walk that checks every declared count
+    against the file's size before reading (``models/gguf_header.py``): a lying header is one line here,
+    before gguf's or transformers' readers allocate what it declares."""
+    from tamperbench.models import gguf_header
 
-        field = GGUFReader(path).fields.get("general.file_type")
-        from gguf import LlamaFileType
-
-        kind = LlamaFileType(int(field.parts[field.data[0]][0])).name.replace("MOSTLY_", "")
-        return f"{kind} GGUF dequantized to float32"
-    except Exception:
-        return "GGUF dequantized to float32"
+    return gguf_header.quantization(gguf_header.read_header(path, f"model '{spec}'"))
 
 
 def _cache_ok(folder: Path) -> bool:
@@ -169,7 +208,9 @@ def _cache_ok(folder: Path) -> bool:
     write changes it), so an intact cache loads without re-hashing half a gigabyte every time.
     """
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
+        from tamperbench.fsio import read_capped
+
+        manifest = json.loads(read_capped(folder / MANIFEST, 1 << 20, MANIFEST))
         rehashed = False
         for name, meta in manifest["files"].items():
             st = (folder / name).stat()
@@ -180,11 +221,11 @@ def _cache_ok(folder: Path) -> bool:
                     return False
                 meta["mtime_ns"], rehashed = st.st_mtime_ns, True
         if rehashed:  # verified: remember the mtime so the next load need not hash again
-            tmp = folder / f"{MANIFEST}.tmp{os.getpid()}"
-            tmp.write_text(json.dumps(manifest, indent=1))
-            os.replace(tmp, folder / MANIFEST)
+            from tamperbench.fsio import atomic_write
+
+            atomic_write(folder / MANIFEST, json.dumps(manifest, indent=1))
         return True
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, UserError):
         return False
 
 
@@ -201,11 +242,15 @@ def _build_gguf_cache(gguf: Path, folder: Path) -> None:
     directly, so the state dict is moved into a freshly built model first)."""
     import torch
     from rich.console import Console
+    from rich.markup import escape
+
+    from tamperbench.fsio import atomic_write
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # as load_hf does: the one dim line below says what happens
-    Console(stderr=True).print(f"[dim]dequantizing {gguf.name} once; cached under {folder}[/dim]")
+    what = escape(printable(f"dequantizing {gguf.name} once; cached under {folder}"))  # a file name is not markup
+    Console(stderr=True).print(f"[dim]{what}[/dim]", highlight=False)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder.parent))
     try:
@@ -230,7 +275,7 @@ def _build_gguf_cache(gguf: Path, folder: Path) -> None:
             for p in tmp.iterdir()
             if p.is_file()
         }
-        (tmp / MANIFEST).write_text(json.dumps({"gguf": str(gguf), "files": files}, indent=1))
+        atomic_write(tmp / MANIFEST, json.dumps({"gguf": str(gguf), "files": files}, indent=1))
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)

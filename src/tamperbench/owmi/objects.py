@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # torch loads when a target is used, not when a spec is read 
 ObjectKind = Literal["resid_pre", "resid_post", "attn_out", "mlp_out", "head", "sae_feature"]
 
 
+SAE_CFG_MAX_BYTES = 1 << 20  # an SAELens cfg.json is a few hundred bytes
+
 class ObjectSpec(BaseModel):
     """What to alter. ``sae_site`` is the residual site the SAE reads (SAELens ``hook_name``)."""
 
@@ -79,8 +81,10 @@ class SAE:
         cfg_path, w_path = folder / "cfg.json", folder / "sae_weights.safetensors"
         if not cfg_path.is_file() or not w_path.is_file():
             raise UserError(f"{field}: {folder} has no SAELens weights (need cfg.json and sae_weights.safetensors)")
+        from tamperbench.fsio import read_capped
+
         try:
-            self.cfg = json.loads(cfg_path.read_text())
+            self.cfg = json.loads(read_capped(cfg_path, SAE_CFG_MAX_BYTES, "SAE cfg.json"))
         except ValueError:
             raise UserError(f"{field}: {cfg_path} is not valid JSON") from None
         if not isinstance(self.cfg, dict):

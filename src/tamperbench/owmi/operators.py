@@ -46,6 +46,13 @@ DOSE_DOMAIN = {"zero": (0.0, 1.0), "scale": (0.0, math.inf), "noise": (0.0, math
                "replace": (0.0, 1.0), "add": (-math.inf, math.inf)}
 
 
+# WHY a bound on the unbounded doses (scale, noise, add): activations are float32 (max 3.4e38), and
+# the next normalisation squares them. A dose of 1e6 times an activation of norm 1e4 (far above the
+# residual norms of the models here) squares to 1e20 per coordinate, inside float32 with 18 orders of
+# magnitude to spare; a dose of 1e308 overflows to inf and every JS divergence after it is NaN.
+MAX_ABS_DOSE = 1e6
+
+
 def check_dose(operator: str, dose: float, field: str = "dose") -> None:
     """One-line refusal of a dose outside the operator's domain (or an unknown operator)."""
     if operator not in DOSE_DOMAIN:
@@ -53,6 +60,9 @@ def check_dose(operator: str, dose: float, field: str = "dose") -> None:
     lo, hi = DOSE_DOMAIN[operator]
     if not math.isfinite(dose) or not lo <= dose <= hi:
         raise UserError(f"{field}: {dose} is outside the domain of '{operator}' ([{lo}, {hi}])")
+    if abs(dose) > MAX_ABS_DOSE:
+        raise UserError(f"{field}: {dose} is beyond what float32 activations can carry through the model "
+                        f"(|dose| at most {MAX_ABS_DOSE:g})")
 
 
 class OperatorSpec(BaseModel):

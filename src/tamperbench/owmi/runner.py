@@ -80,6 +80,9 @@ def run(spec: OwmiSpec, out: str | Path, *, new: bool = False, console: Console 
             check_choice_options(spec, backend, f"models ({model})")
             for i, obj in enumerate(spec.objects):  # refuse a bad object before any compute
                 resolve(backend.model, obj, field=f"objects[{i}]")
+            from tamperbench.owmi.validate import check_positions
+
+            check_positions(spec, backend, items, f"models ({model})")  # by tokenizing: before any forward
             observers = [(o, load_backend(o, device=spec.device, dtype=spec.dtype)) for o in spec.observer_models]
             for o, ob in observers:
                 check_choice_options(spec, ob, f"observer_models ({o})", int(backend.model.config.num_hidden_layers))

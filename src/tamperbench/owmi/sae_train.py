@@ -31,6 +31,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from tamperbench.errors import UserError
+from tamperbench.specs import Seed
 
 SAE_LENS_FORMAT = "6.54.12"  # the sae-lens release whose save_model output this matches (checked in a test)
 HOOK_NAMES = {"resid_post": "blocks.{layer}.hook_resid_post", "resid_pre": "blocks.{layer}.hook_resid_pre"}
@@ -40,15 +41,15 @@ class SaeTrainSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str = "embedded"
-    layer: int = Field(12, ge=0)
+    layer: int = Field(12, ge=0, le=4096)
     site: str = "resid_post"
     features: int = Field(1024, ge=8, le=65536)
     texts: int = Field(600, ge=16, le=20000)
     steps: int = Field(2000, ge=1, le=200000)
     batch_size: int = Field(512, ge=8, le=65536)
-    learning_rate: float = Field(1e-3, gt=0)
-    l1: float = Field(5.0, ge=0)
-    seed: int = 0
+    learning_rate: float = Field(1e-3, gt=0, le=1.0, allow_inf_nan=False)
+    l1: float = Field(5.0, ge=0, le=1e6, allow_inf_nan=False)
+    seed: Seed = 0
 
 
 PRESETS: dict[str, dict[str, object]] = {"full": {}, "demo": {"features": 256, "texts": 200, "steps": 300, "batch_size": 256}}

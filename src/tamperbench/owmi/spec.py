@@ -18,12 +18,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tamperbench.errors import UserError
-from tamperbench.fsio import check_size
+from tamperbench.fsio import read_capped
 from tamperbench.specs import MAX_BATCH, SPEC_FILE_MAX_BYTES, NewTokens, Seed, Temperature
 from tamperbench.owmi.objects import ObjectSpec
 from tamperbench.owmi.operators import OperatorSpec, check_dose
 from tamperbench.owmi.records import CONDITIONS, TRACKS, Condition, Readout, Scope, Track
 
+MAX_POSITION = 1 << 20  # no model here reads a context of a million tokens; the model's own bound is checked later
 Family = Literal["detection", "confidence", "localization", "characterization", "reconstruction"]
 
 
@@ -38,8 +39,8 @@ class OwmiSpec(BaseModel):
     observer_classifier: bool = Field(default=True, description="Tier 3: TF-IDF + logistic regression on held-out visible outputs.")
     benchmarks: tuple[str, ...] = ("builtin",)
     items_per_benchmark: int = Field(default=3, ge=1, le=100_000)
-    objects: tuple[ObjectSpec, ...]
-    operators: tuple[OperatorSpec, ...]
+    objects: tuple[ObjectSpec, ...] = Field(min_length=1)
+    operators: tuple[OperatorSpec, ...] = Field(min_length=1)
     concepts: tuple[str, ...] = Field(default=(), description="Concepts for 'add' directions, cycled over items; empty = all.")
     positions: str = Field(default="task", description="'task' (the task text's tokens), 'last', 'all', or absolute "
                            "token indices '0,1,2' (the known positive's positions, Section 7.2).")
@@ -80,9 +81,17 @@ class OwmiSpec(BaseModel):
         if v in ("task", "last", "all"):
             return v
         parts = v.split(",")
-        if not all(p.strip().isdigit() for p in parts):
-            raise ValueError("must be 'task', 'last', 'all' or comma-separated token indices such as '0,1,2'")
-        return ",".join(str(n) for n in sorted({int(p) for p in parts}))
+        if not all(p.strip().isdigit() and len(p.strip()) <= 8 for p in parts):
+            raise ValueError("must be 'task', 'last', 'all' or comma-separated token indices such as '0,1,2' "
+                             f"(each below {MAX_POSITION})")
+        out = sorted({int(p) for p in parts})
+        if out[-1] >= MAX_POSITION:
+            raise ValueError(f"token index {out[-1]} is beyond any context (indices below {MAX_POSITION})")
+        return ",".join(str(n) for n in out)
+
+    def absolute_positions(self) -> list[int]:
+        """The declared token indices when ``positions`` lists them, else [] (task/last/all)."""
+        return [] if self.positions in ("task", "last", "all") else [int(p) for p in self.positions.split(",")]
 
     @field_validator("temperature")
     @classmethod
@@ -133,9 +142,8 @@ class OwmiSpec(BaseModel):
 def load_spec(path: str | Path) -> OwmiSpec:
     """Read a spec file; every problem is one line naming the file and field."""
     path = Path(path)
-    check_size(path, SPEC_FILE_MAX_BYTES, "spec file")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_capped(path, SPEC_FILE_MAX_BYTES, "spec file").decode("utf-8"))
     except FileNotFoundError:
         raise UserError(f"--config: {path} does not exist") from None
     except ValueError as err:

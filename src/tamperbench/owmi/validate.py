@@ -76,6 +76,27 @@ def check_choice_options(spec, backend, field: str, n_layers: int | None = None)
             raise UserError(f"{field}: readout 'choice': {err}") from None
 
 
+def check_positions(spec, backend, items: dict, field: str) -> None:
+    """Absolute ``positions`` must lie inside every item's task prompt under every frame, checked by
+    tokenizing (no forward) before any compute. WHY: a declared position past a context is dropped by
+    the hooks, so an index past every prompt ran to exit 0 with an intervention that altered nothing."""
+    declared = spec.absolute_positions()
+    if not declared:
+        return
+    from tamperbench.owmi import contexts as cx
+    from tamperbench.owmi.probes import system_prompt
+
+    systems = {frame: None if frame == "neutral" else system_prompt() for frame in spec.frames()}  # Engine.frame_system
+    for bench, its in items.items():
+        for it in its:
+            for system in systems.values():
+                n = len(cx.task_context(backend, it.prompt_text(), system, "all").ids)
+                if declared[-1] >= n:
+                    raise UserError(f"positions: token index {declared[-1]} is beyond the prompt of item "
+                                    f"{bench}/{it.id} under {field} ({n} tokens, indices 0 to {n - 1}); every "
+                                    "declared position must lie inside every item's prompt")
+
+
 def preflight(spec) -> None:
     """Every (model, object) of ``spec``, checked before any compute; one line naming both."""
     from tamperbench.models.registry import scheme_of
@@ -92,6 +113,10 @@ def preflight(spec) -> None:
         if scheme_of(name) not in LOCAL_SCHEMES:
             continue  # a scheme registered by a plugin: its own capability check runs at load
         shim = SimpleNamespace(config=model_config(name, f"models[{i}]"))
+        limit = getattr(shim.config, "max_position_embeddings", None)
+        if spec.absolute_positions() and isinstance(limit, int) and max(spec.absolute_positions()) >= limit:
+            raise UserError(f"positions: token index {max(spec.absolute_positions())} is beyond the context of "
+                            f"models[{i}] ({name}: {limit} positions)")
         for j, obj in enumerate(spec.objects):
             resolve(shim, obj, field=f"models[{i}] ({name}): objects[{j}]")
     for i, name in enumerate(spec.observer_models):

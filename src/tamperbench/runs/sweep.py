@@ -40,12 +40,11 @@ def run_dir_name(model: str) -> str:
 
 
 def load_sweep(path: Path) -> SweepSpec:
-    from tamperbench.fsio import check_size
+    from tamperbench.fsio import read_capped
     from tamperbench.specs import SPEC_FILE_MAX_BYTES
 
-    check_size(Path(path), SPEC_FILE_MAX_BYTES, "sweep file")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_capped(Path(path), SPEC_FILE_MAX_BYTES, "sweep file").decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise UserError(f"{path}: not a readable JSON sweep file ({err})") from None
     try:

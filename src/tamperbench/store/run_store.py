@@ -89,9 +89,9 @@ def read_spec(spec_path: Path, hint: str = "") -> dict:
     from tamperbench.specs import SPEC_FILE_MAX_BYTES
 
     try:
-        if spec_path.stat().st_size > SPEC_FILE_MAX_BYTES:
-            raise UserError(f"{spec_path}: over {SPEC_FILE_MAX_BYTES >> 20} MiB; not a spec.json tamperbench wrote{hint}")
-        stored = json.loads(spec_path.read_text(encoding="utf-8"))
+        from tamperbench.fsio import read_capped
+
+        stored = json.loads(read_capped(spec_path, SPEC_FILE_MAX_BYTES, "spec.json").decode("utf-8"))
     except OSError as err:
         raise UserError(f"{spec_path}: cannot read ({err.strerror or err})") from None
     except (ValueError, UnicodeDecodeError) as err:
