@@ -193,6 +193,11 @@ def collect_owmi(runs: list[str], anchors: list[str], score_dir: str) -> dict | 
     out["positive_check_md"] = "\n".join(c.read_text() for c in checks if c.is_file()) or None
     score_md = Path(score_dir) / "owmi_score.md"
     out["score_md"] = score_md.read_text() if score_md.is_file() else None
+    score_json = Path(score_dir) / "owmi_score.json"
+    if score_json.is_file():  # the forest plots' rows: per model, per detection cell (owmi.site_forest)
+        from tamperbench.owmi.site_forest import forest_rows
+
+        out["forest"] = forest_rows(json.loads(score_json.read_text()))
     return out if out["runs"] else None
 
 

@@ -108,6 +108,13 @@ def _owmi(o: dict | None, figures: dict[str, str]) -> list[str]:
                     "Only these rows parsed any report: " + ", ".join(some) + ".", ""]
     if "owmi" in figures:
         out += [f"![OWMI: yes-rate per condition]({figures['owmi']})", ""]
+    forests = sorted(k for k in figures if k.startswith("owmi_forest_"))
+    if forests:
+        out += ["### Forest plots: detection per cell", "",
+                "Per model, each detection cell's AUROC and margin over paired sham with their 95% item-clustered "
+                "intervals; the marker's colour and L-number are the cell's claim level (the tables below hold the "
+                "same numbers).", ""]
+        out += [f"![OWMI forest plot {k.rsplit('_', 1)[1]}]({figures[k]})" for k in forests] + [""]
     if o.get("positive_check_md"):
         out += ["### Known-positive check: the adapted model through `owmi run` beside its base", "",
                 "As `owmi known-positive --check` wrote it (`known_positive_check.md` in the anchor directory): the "
@@ -226,4 +233,10 @@ def figures(data: dict, out: Path, fmt: str = "svg") -> dict[str, str]:
         ax.set_title("OWMI: reports per track, scope and condition", fontsize=9)
         _save(fig, out / f"owmi.{fmt}")
         made["owmi"] = f"results/owmi.{fmt}"
+    if o and o.get("forest"):
+        from tamperbench.owmi.site_forest import forest_figure
+
+        for i, (model, rows) in enumerate(sorted(o["forest"].items())):
+            _save(forest_figure(model, rows, []), out / f"owmi_forest_{i}.{fmt}")
+            made[f"owmi_forest_{i}"] = f"results/owmi_forest_{i}.{fmt}"
     return made

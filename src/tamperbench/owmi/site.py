@@ -276,6 +276,21 @@ def build_section(runs: list[RunInfo], writer) -> Section:
     note = result.get("all_models_pool") or {}
     if len(note.get("precisions", [])) > 1:
         section.notes.append(f"no all-models pool spans every run: {note['reason']}")
-    for stem, title, fig, caption in _plots(result, rows):
+    from tamperbench.owmi.site_forest import forest_figures
+
+    for stem, title, fig, caption in forest_figures(result, _positive_rows(runs)) + _plots(result, rows):
         section.plots.append(Plot(title, writer.figure(fig, stem), caption))
     return section
+
+
+def _positive_rows(runs: list[RunInfo]) -> list[dict]:
+    """The known-positive check's rows (adapted and unadapted) for the forest plots; empty without one."""
+    from tamperbench.models.adapter import MARK
+    from tamperbench.owmi.analysis.positive_check import rows_of
+    from tamperbench.owmi.analysis.profile import score_runs
+
+    mine = [r for r in runs if any(MARK in str(m) for m in r.spec.get("models", []))]
+    if not mine:
+        return []
+    adapted = next(str(m) for r in mine for m in r.spec["models"] if MARK in str(m))
+    return rows_of(score_runs([r.path for r in mine], n_boot=1000), adapted)
