@@ -47,7 +47,7 @@ docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
 
 test: install browser sandbox-tools lint docs
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 tests
 
 # Optional, not CI: the fast tier (no model, no browser) on both cores with pytest-xdist (installed here on
 # first use, not by `make install`). The plain `pytest -m "not model and not browser"` is the reference

@@ -36,11 +36,52 @@ except ImportError:  # pragma: no cover - hypothesis is in the test extra
     pass
 
 
+# Loaded models shared by the session: (spec, device, dtype, chat template) -> backend.
+_LOADED: dict[tuple, object] = {}
+SHARED_SPECS = {"embedded"}  # the spec the suite loads over and over; other specs (tmp dirs) load as usual
+
+
+def _load_key(spec, device, dtype, chat_template) -> tuple | None:
+    if not isinstance(spec, str) or spec.strip() not in SHARED_SPECS or device not in ("auto", "cpu"):
+        return None  # anything else (a bad value included) takes the real path, errors and all
+    from tamperbench.models.loader import resolve_device
+
+    return (spec.strip(), str(resolve_device(device)), dtype, chat_template)
+
+
+def _shared_load_hf(real_load_hf):
+    """``models.loader.load_hf`` reusing the session's loaded embedded model for the same arguments.
+
+    WHY: an in-process CLI test that runs a model command would otherwise reload the weights (0.5 s
+    quiet, seconds loaded) on top of the load the session already paid. Each call gets its own shallow
+    copy of the backend (its own attributes; the model and tokenizer shared, as every model test
+    shares ``embedded_backend``). Loading itself keeps its subprocess tests (each command's smoke
+    test, tests/integration/foundation/test_embedded_model.py, the cold-cache case)."""
+    import copy
+
+    def load_hf(spec="embedded", *, device="auto", dtype=None, batch_size=None, chat_template=None):
+        key = _load_key(spec, device, dtype, chat_template)
+        if key is None or (batch_size is not None and batch_size < 1):  # a bad value: the real path's error
+            return real_load_hf(spec, device=device, dtype=dtype, batch_size=batch_size, chat_template=chat_template)
+        if key not in _LOADED:
+            _LOADED[key] = real_load_hf(spec, device=device, dtype=dtype, chat_template=chat_template)
+        from tamperbench.models.hf import choose_batch_size
+
+        backend = copy.copy(_LOADED[key])
+        # as load_hf sizes it (the one argument that only sets an attribute of the backend)
+        backend.max_batch_size = choose_batch_size(backend.model, backend.device, cap=batch_size)
+        return backend
+    return load_hf
+
+
 @pytest.fixture(scope="session")
 def embedded_backend():
     from tamperbench.models import load_backend
 
-    return load_backend("embedded", device="cpu")
+    key = _load_key("embedded", "cpu", None, None)
+    if key not in _LOADED:
+        _LOADED[key] = load_backend("embedded", device="cpu")
+    return _LOADED[key]
 
 
 @pytest.fixture(scope="session")
@@ -117,7 +158,14 @@ def pytest_collection_finish(session):
     if not any(item.get_closest_marker("model") for item in session.items):
         _one_thread_per_process()
         _fewer_full_collections()
+    elif _xdist_workers() >= (os.cpu_count() or 1):
+        _one_thread_per_process()  # the workers are the parallelism: one OpenMP pool each would oversubscribe
     _build_model_cache(session)
+
+
+def _xdist_workers() -> int:
+    """How many pytest-xdist workers this run has (0 without xdist)."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
 
 
 def _build_model_cache(session):
@@ -127,9 +175,17 @@ def _build_model_cache(session):
     depends on test order (CI failed that way). A cold cache is tested on purpose, in its own
     TAMPERBENCH_HOME (tests/e2e/foundation/test_hostile_inputs.py)."""
     if any(item.get_closest_marker("model") for item in session.items):
-        from tamperbench.models.sources import resolve
+        import fcntl
 
-        resolve("embedded")
+        from tamperbench.models.sources import resolve, tamperbench_home
+
+        home = tamperbench_home()
+        home.mkdir(parents=True, exist_ok=True)
+        # pytest-xdist workers each get here: one builds a cold cache, the others wait, then find it built
+        # (two builds at once would each replace the other's folder under a loading worker)
+        with open(home / ".tests-build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            resolve("embedded")
 
 
 _CLICK_COMMANDS: dict = {}
@@ -183,6 +239,7 @@ def tb_inprocess(monkeypatch):
         import typer.main
 
         from tamperbench.cli import main
+        from tamperbench.models import loader
 
         argv = ["tamperbench", *(os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in args)]
         out, err = io.StringIO(), io.StringIO()
@@ -190,6 +247,7 @@ def tb_inprocess(monkeypatch):
         with monkeypatch.context() as m:
             m.setattr(sys, "argv", argv)
             m.setattr(typer.main, "get_command", _click_command_once(typer.main.get_command))
+            m.setattr(loader, "load_hf", _shared_load_hf(loader.load_hf))  # the session's loaded model
             m.setenv("HF_HUB_OFFLINE", "1")
             m.delenv("TAMPERBENCH_DEBUG", raising=False)
             for k, v in (env or {}).items():

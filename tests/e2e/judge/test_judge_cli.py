@@ -1,4 +1,6 @@
-"""`tamperbench judge ...` as a user runs it: real subprocesses, real run directories."""
+"""`tamperbench judge ...` as a user runs it: real run directories; real subprocesses for `evidence` (the
+command's smoke test) and the `annotate` server, the console entry point in-process (``tb_inprocess``,
+tests/conftest.py, on the session's loaded model) where a test is about output, tables and statuses."""
 
 import json
 import os
@@ -61,7 +63,10 @@ def test_evidence_command_offline(tmp_path):
 
 
 @pytest.mark.model
-def test_run_annotate_agreement_with_embedded_judge(tmp_path):
+def test_run_annotate_agreement_with_embedded_judge(tmp_path, tb_inprocess):
+    def cli(*args):
+        return tb_inprocess("judge", *args, env={"COLUMNS": "200"})
+
     run = write_fixture_run(tmp_path / "run", sample_rows(SAMPLES[:1]))  # one reply: the CPU is the limit
     proc = cli("run", str(run), "--judge", "embedded", "--max-new-tokens", "16", "--device", "cpu")
     assert proc.returncode == 0, proc.stderr

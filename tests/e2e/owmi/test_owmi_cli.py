@@ -1,6 +1,7 @@
 """``tamperbench owmi run --config`` then ``tamperbench export``: complete pairs for intervention,
-sham, random and observer, from real CLI processes on the embedded model (a one-item config; the
-quick preset itself takes minutes and runs in ``make demo``)."""
+sham, random and observer, on the embedded model (a one-item config; the quick preset itself takes
+minutes and runs in ``make demo``). The first run is a real CLI process (the command's smoke test); the
+export and the resumed run call the same entry point in-process (``tb_inprocess``, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ def _cli(*args):
                           env=env)
 
 
-def test_run_then_export_shows_complete_pairs(tmp_path, embedded_backend):
+def test_run_then_export_shows_complete_pairs(tmp_path, embedded_backend, tb_inprocess):
+    def _in(*args):
+        return tb_inprocess(*args, cwd=REPO, env={"COLUMNS": "220"})
+
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({
         "objects": [{"kind": "resid_post", "layer": 12}], "operators": [{"name": "add", "dose": 64.0}],
@@ -33,7 +37,7 @@ def test_run_then_export_shows_complete_pairs(tmp_path, embedded_backend):
     assert p.returncode == 0, p.stderr[-2000:]
     assert "random_matched" in p.stdout and "impact matching" in p.stdout
     out = tmp_path / "x.jsonl"
-    p = _cli("export", str(run), "--format", "jsonl", "--out", str(out), "--table", "owmi_runs")
+    p = _in("export", str(run), "--format", "jsonl", "--out", str(out), "--table", "owmi_runs")
     assert p.returncode == 0, p.stderr[-2000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     pairs: dict[str, set] = {}
@@ -41,5 +45,5 @@ def test_run_then_export_shows_complete_pairs(tmp_path, embedded_backend):
         pairs.setdefault(r["pair_id"], set()).add(r["condition"])
     assert len(pairs) == 2  # active and lifted scope
     assert all(v == {"intervention", "sham", "random_unit", "random_matched", "observer"} for v in pairs.values())
-    p = _cli("owmi", "run", "--config", str(cfg), "--out", str(run))
+    p = _in("owmi", "run", "--config", str(cfg), "--out", str(run))
     assert p.returncode == 0 and "0 records written" in p.stderr and "1 of 1 units already stored" in p.stderr

@@ -4,14 +4,14 @@ A layer or head index out of range and SAE weights whose width does not match th
 against every model's config before any model loads (``owmi/validate.py``), as one ``error:``
 line naming the model and the field, exit status 2, and no record stored. (A dose outside an
 operator's domain is refused from the spec alone: tests/unit/owmi/test_owmi_spec.py; an
-unsupported architecture: tests/unit/owmi/test_owmi_objects_operators.py.)
+unsupported architecture: tests/unit/owmi/test_owmi_objects_operators.py.) The CLI runs in-process
+(``tb_inprocess``, tests/conftest.py: the console entry point, its error path and exit status);
+``owmi run``'s subprocess smoke test is tests/e2e/owmi/test_owmi_cli.py.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -41,12 +41,12 @@ def _sae(folder: Path, d_in: int, d_sae: int = 4) -> None:
     ([{"kind": "head", "layer": 2, "head": 9}], "objects[0].head"),  # 9 query heads: 0..8
     ([{"kind": "sae_feature", "layer": 3, "feature": 0, "sae_path": "SAE"}], "objects[0].sae_path: SAE width d_in=512"),
 ])
-def test_bad_object_refused_before_compute(tmp_path, embedded_backend, objects, needle):
+def test_bad_object_refused_before_compute(tmp_path, embedded_backend, tb_inprocess, objects, needle):
     _sae(tmp_path / "sae", d_in=512)  # the embedded model's residual width is 576
     for o in objects:
         if o.get("sae_path") == "SAE":
             o["sae_path"] = str(tmp_path / "sae")
-    run, err, lines = _refused_run(tmp_path, {"objects": objects, "operators": [{"name": "scale", "dose": 0.5}],
+    run, err, lines = _refused_run(tb_inprocess, tmp_path, {"objects": objects, "operators": [{"name": "scale", "dose": 0.5}],
                                               "items_per_benchmark": 1, "probes": ["detection"],
                                               "observer_classifier": False})
     assert lines[-1].startswith("error:") and needle in lines[-1], err[-2000:]
@@ -54,14 +54,13 @@ def test_bad_object_refused_before_compute(tmp_path, embedded_backend, objects, 
     _nothing_stored(run)
 
 
-def _refused_run(tmp_path: Path, config: dict) -> tuple[Path, str, list[str]]:
-    """``owmi run`` on ``config`` through the real CLI, expected to be refused with exit status 2:
+def _refused_run(tb_inprocess, tmp_path: Path, config: dict) -> tuple[Path, str, list[str]]:
+    """``owmi run`` on ``config`` through the CLI's entry point, expected to be refused with exit status 2:
     (the run directory, stderr, its non-blank lines)."""
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps(config))
     run = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "tamperbench.cli", "owmi", "run", "--config", str(cfg), "--out", str(run)],
-                       capture_output=True, text=True, cwd=REPO)
+    p = tb_inprocess("owmi", "run", "--config", str(cfg), "--out", str(run), cwd=REPO)
     assert p.returncode == 2, p.stderr[-2000:]
     return run, p.stderr, [ln for ln in p.stderr.splitlines() if ln.strip()]
 
@@ -74,7 +73,7 @@ def _nothing_stored(run: Path) -> None:
         assert not st.has_table("owmi_calibration") or st.count("owmi_calibration") == 0
 
 
-def test_bad_object_for_second_model_refused_before_first_runs(tmp_path, embedded_backend):
+def test_bad_object_for_second_model_refused_before_first_runs(tmp_path, embedded_backend, tb_inprocess):
     """Two models: layer 12 exists in the embedded model (30 layers) but not in a tiny random
     llama saved beside it (2 layers). The refusal names the second model and the field, and comes
     before the first model computes anything: no run directory at all."""
@@ -84,7 +83,7 @@ def test_bad_object_for_second_model_refused_before_first_runs(tmp_path, embedde
     cfg_t = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
     AutoModelForCausalLM.from_config(cfg_t).save_pretrained(tiny)
-    run, err, lines = _refused_run(tmp_path, {"models": ["embedded", str(tiny)],
+    run, err, lines = _refused_run(tb_inprocess, tmp_path, {"models": ["embedded", str(tiny)],
                                               "objects": [{"kind": "resid_post", "layer": 12}],
                                               "operators": [{"name": "scale", "dose": 0.5}], "items_per_benchmark": 1,
                                               "probes": ["detection"], "observer_classifier": False})
@@ -94,11 +93,11 @@ def test_bad_object_for_second_model_refused_before_first_runs(tmp_path, embedde
     assert not run.exists() or not any(run.iterdir()), "nothing may be written for the first model"
 
 
-def test_remote_model_refused_before_the_first_model_runs(tmp_path):
+def test_remote_model_refused_before_the_first_model_runs(tmp_path, tb_inprocess):
     """A remote backend among the hooked models (``openai:``, which offers no hooks) is refused on
     the real CLI from the spec alone: one ``error:`` line naming the field, exit status 2, and the
     embedded model listed before it never runs (no run directory)."""
-    run, err, lines = _refused_run(tmp_path, {"models": ["embedded", "openai:gpt-4o-mini"],
+    run, err, lines = _refused_run(tb_inprocess, tmp_path, {"models": ["embedded", "openai:gpt-4o-mini"],
                                               "objects": [{"kind": "resid_post", "layer": 3}],
                                               "operators": [{"name": "scale", "dose": 0.5}], "items_per_benchmark": 1,
                                               "probes": ["detection"], "observer_classifier": False})

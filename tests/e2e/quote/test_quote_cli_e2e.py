@@ -19,7 +19,12 @@ def tb(*args, check_rc=None):
 
 
 @pytest.mark.model
-def test_run_then_table_then_resume(tmp_path):
+def test_run_then_table_then_resume(tmp_path, tb_inprocess):
+    def tb_in(*args, check_rc):  # the first run is the console script's; the rest in-process, same entry point
+        proc = tb_inprocess("quote", *args)
+        assert proc.returncode == check_rc, proc.stdout + proc.stderr
+        return proc
+
     run = tmp_path / "run"
     out = tb("run", "--model", "embedded", "--arm", "both", "--items", "S17", "--max-new-tokens", "8",
              "--device", "cpu", "--out", run, check_rc=0)
@@ -30,16 +35,16 @@ def test_run_then_table_then_resume(tmp_path):
     assert all(r["n"] == 1 for r in summary["rates"])
     assert (run / "quote_table.md").read_text().startswith("# Exact Words summary")
 
-    table = tb("table", run, check_rc=0)
+    table = tb_in("table", run, check_rc=0)
     assert "Exact Words" in table.stdout
-    tb("run", "--model", "embedded", "--arm", "both", "--items", "S17", "--max-new-tokens", "8",
+    tb_in("run", "--model", "embedded", "--arm", "both", "--items", "S17", "--max-new-tokens", "8",
        "--device", "cpu", "--out", run, check_rc=0)
     con = duckdb.connect(str(run / "records.duckdb"))
     assert con.execute("SELECT count(*) FROM quote_trials").fetchone()[0] == 2
     before = con.execute("SELECT key, category, sub_label FROM quote_trials ORDER BY key").fetchall()
     con.execute("UPDATE quote_trials SET category = 'faithful', sub_label = 'tampered' WHERE arm = 'plain'")
     con.close()
-    res = tb("rescore", run, check_rc=0)
+    res = tb_in("rescore", run, check_rc=0)
     assert "re-scored 2 stored responses" in res.stdout and "1 verdict(s) changed" in res.stdout
     con = duckdb.connect(str(run / "records.duckdb"), read_only=True)
     assert con.execute("SELECT key, category, sub_label FROM quote_trials ORDER BY key").fetchall() == before

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,12 +24,11 @@ ITEMS, BUDGET = "S01", 24
 
 
 @pytest.fixture(scope="module")
-def served(monkeypatch_module):
-    server = Server()
-    monkeypatch_module.setenv("TAMPERBENCH_API_KEY", "unused")  # inspect's openai-api provider wants one
+def served(monkeypatch_module, server):
+    """The session's server (tests/e2e/serve/conftest.py); inspect's openai-api provider sends its key."""
+    monkeypatch_module.setenv("TAMPERBENCH_API_KEY", os.environ["TB_SERVE_TEST_KEY"])  # set by ``server``
     monkeypatch_module.setenv("TAMPERBENCH_BASE_URL", server.url)  # where a judge named openai-api/tamperbench/... goes
-    yield server
-    server.stop()
+    return server
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_the_jury_scorer_labels_a_sample_through_a_served_judge(served, tmp_path
         assert math.isnan(value) == (score.metadata["labels"][label] is None)
 
 
-def test_export_inspect_log_reads_back(quote_run, tmp_path) -> None:
+def test_export_inspect_log_reads_back(quote_run, tmp_path, tb_inprocess) -> None:
     from inspect_ai.log import read_eval_log
 
     out = tmp_path / "run.eval"
@@ -101,6 +101,5 @@ def test_export_inspect_log_reads_back(quote_run, tmp_path) -> None:
     assert log.eval.task == "tamperbench/quote" and len(log.samples) == 2
     with_scores = [s.scores["exact_words"].metadata["category"] for s in log.samples]
     assert sorted(with_scores) == sorted(s.metadata["category"] for s in log.samples)
-    bad = subprocess.run([sys.executable, "-m", "tamperbench.cli", "export", str(quote_run), "--format", "inspect",
-                          "--out", str(tmp_path / "run.txt")], capture_output=True, text=True)
+    bad = tb_inprocess("export", str(quote_run), "--format", "inspect", "--out", str(tmp_path / "run.txt"))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and ".eval or .json" in bad.stderr

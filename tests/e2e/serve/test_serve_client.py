@@ -145,21 +145,16 @@ def test_spec_errors_name_the_part():
             OpenAIBackend(spec)
 
 
-def test_openai_backend_as_a_judge_through_the_cli(server, tmp_path):
+def test_openai_backend_as_a_judge_through_the_cli(server, tmp_path, tb_inprocess):
     """``tamperbench judge run RUN --judge openai:...`` against the real server: votes and verdicts land
-    in the run, and the judge's provenance names the remote model."""
-    import os
-    import subprocess
-    import sys
-
+    in the run, and the judge's provenance names the remote model. The CLI runs in-process (``tb_inprocess``,
+    tests/conftest.py); ``judge run``'s subprocess smoke test is tests/unit/judge/test_judge_constrained.py."""
     from tamperbench.judge.samples import SAMPLES, sample_rows, write_fixture_run
     from tamperbench.store import RunStore
 
     run = write_fixture_run(tmp_path / "run", sample_rows(SAMPLES[:2]))
     judge = f"openai:{server.url}#embedded?key_env=TB_SERVE_TEST_KEY&retries=0"
-    proc = subprocess.run([sys.executable, "-m", "tamperbench.cli", "judge", "run", str(run), "--judge", judge,
-                           "--max-new-tokens", "16"], capture_output=True, text=True, env=os.environ.copy(),
-                          timeout=900)
+    proc = tb_inprocess("judge", "run", str(run), "--judge", judge, "--max-new-tokens", "16")
     assert proc.returncode == 0, proc.stderr
     with RunStore.open_existing(run, read_only=True) as store:
         votes = store.rows("judge_votes")

@@ -8,10 +8,8 @@ started again on the same port for the rerun, so the run's model spec, and so it
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
-import sys
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -64,17 +62,19 @@ class Proxy:
         self.httpd.server_close()
 
 
-def quote_run(port: int, out) -> subprocess.CompletedProcess:
+def quote_run(tb_inprocess, port: int, out) -> subprocess.CompletedProcess:
+    """``quote run`` against the proxy through the CLI's entry point, in-process (``tb_inprocess``,
+    tests/conftest.py); the real server is a subprocess, ``quote run``'s own smoke test is
+    tests/e2e/quote/test_quote_cli_e2e.py."""
     spec = f"openai:http://127.0.0.1:{port}/v1#embedded?retries=1&timeout=60&concurrency=1&key_env=TB_SERVE_TEST_KEY"
-    return subprocess.run([sys.executable, "-m", "tamperbench.cli", "quote", "run", "--model", spec, "--arm", "plain",
-                           "--items", ITEMS, "--max-new-tokens", "6", "--batch-size", "1", "--out", str(out)],
-                          capture_output=True, text=True, env=os.environ.copy(), timeout=900)
+    return tb_inprocess("quote", "run", "--model", spec, "--arm", "plain", "--items", ITEMS, "--max-new-tokens", "6",
+                        "--batch-size", "1", "--out", str(out))
 
 
-def test_killed_server_fails_clearly_and_the_rerun_resumes(server, tmp_path):
+def test_killed_server_fails_clearly_and_the_rerun_resumes(server, tmp_path, tb_inprocess):
     port = free_port()
     _proxy = Proxy(port, server.url, limit=2)  # held for the test: it serves until collected
-    first = quote_run(port, tmp_path / "run")
+    first = quote_run(tb_inprocess, port, tmp_path / "run")
     assert first.returncode == 2, first.stderr
     err = [line for line in first.stderr.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and "cannot reach" in err[0] and "after 1 retries" in err[0], first.stderr
@@ -84,7 +84,7 @@ def test_killed_server_fails_clearly_and_the_rerun_resumes(server, tmp_path):
     assert 1 <= len(kept) <= 2  # what was answered before the server died is stored
 
     Proxy(port, server.url, limit=None)
-    again = quote_run(port, tmp_path / "run")
+    again = quote_run(tb_inprocess, port, tmp_path / "run")
     assert again.returncode == 0, again.stderr
     with RunStore.open_existing(tmp_path / "run", read_only=True) as store:
         rows = store.rows("quote_trials")

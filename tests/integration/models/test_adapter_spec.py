@@ -4,15 +4,14 @@ Real weights throughout: a LoRA adapter is made with peft on the embedded model 
 B so it changes the logits), saved with ``save_pretrained``, and loaded back through
 ``load_backend``. The adapted backend's logits equal peft's own model's (the merge is float rounding),
 differ from the base's, and its provenance names the adapter's sha256. A folder that does not fit
-the base is one ``error:`` line naming the folder, from the real CLI, before anything is stored.
+the base is one ``error:`` line naming the folder, from the CLI's entry point (in-process: ``tb_inprocess``,
+tests/conftest.py), before anything is stored.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -63,17 +62,16 @@ def test_adapter_spec_loads_through_peft(adapter, embedded_backend):
     assert "adapter" not in json.dumps(embedded_backend.provenance.model_dump(exclude_none=True))
 
 
-def _refused(tmp_path: Path, model: str) -> list[str]:
+def _refused(tb_inprocess, tmp_path: Path, model: str) -> list[str]:
     run = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "tamperbench.cli", "owmi", "run", "--preset", "quick", "--model", model,
-                        "--out", str(run)], capture_output=True, text=True, cwd=REPO)
+    p = tb_inprocess("owmi", "run", "--preset", "quick", "--model", model, "--out", str(run), cwd=REPO)
     assert p.returncode == 2, p.stderr[-2000:]
     assert "Traceback" not in p.stderr
     assert not run.exists(), "refused before the run directory is created"
     return [ln for ln in p.stderr.splitlines() if ln.strip()]
 
 
-def test_mismatched_adapter_refused_before_compute(tmp_path, embedded_backend):
+def test_mismatched_adapter_refused_before_compute(tmp_path, embedded_backend, tb_inprocess):
     """A LoRA made for a tiny llama (hidden 16) on the embedded model (hidden 576): one line naming the folder."""
     from transformers import AutoModelForCausalLM, LlamaConfig
 
@@ -82,12 +80,12 @@ def test_mismatched_adapter_refused_before_compute(tmp_path, embedded_backend):
         num_key_value_heads=1, max_position_embeddings=64))
     folder = tmp_path / "tiny-lora"
     _lora(tiny, folder, layers=(0, 1))
-    lines = _refused(tmp_path, f"embedded+peft:{folder}")
+    lines = _refused(tb_inprocess, tmp_path, f"embedded+peft:{folder}")
     assert len(lines) == 1 and lines[0].startswith("error: model 'embedded+peft:"), lines
     assert str(folder) in lines[0] and "does not match the base model" in lines[0], lines[0]
 
 
-def test_adapter_for_other_weights_refused(tmp_path, adapter):
+def test_adapter_for_other_weights_refused(tmp_path, adapter, tb_inprocess):
     """The sidecar ``owmi known-positive`` writes names the base weights; other weights are refused."""
     import shutil
 
@@ -96,7 +94,7 @@ def test_adapter_for_other_weights_refused(tmp_path, adapter):
     folder = tmp_path / "other"
     shutil.copytree(adapter[0], folder)
     write_sidecar(folder, "embedded", "0" * 64)
-    lines = _refused(tmp_path, f"embedded+peft:{folder}")
+    lines = _refused(tb_inprocess, tmp_path, f"embedded+peft:{folder}")
     assert len(lines) == 1 and str(folder) in lines[0] and "trained on weights sha256 0000" in lines[0], lines
 
 

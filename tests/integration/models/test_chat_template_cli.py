@@ -1,4 +1,7 @@
-"""``--chat-template`` and the prompt-length guard through the real CLI, in subprocesses.
+"""``--chat-template`` and the prompt-length guard through the CLI's console entry point, in-process
+(``tb_inprocess``, tests/conftest.py: argv, typer, the error path, the exit status; the embedded model is
+the session's). ``answer`` and ``sleight run`` keep their subprocess smoke tests
+(tests/integration/foundation/test_embedded_model.py, tests/e2e/foundation/test_new_race.py).
 
 The model directory is a real transformers directory built here with no download: a tiny
 randomly initialised llama (2 layers, hidden 32) saved with ``save_pretrained``, plus the embedded
@@ -8,9 +11,7 @@ model's tokenizer with its chat template removed, i.e. what a base model looks l
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,12 +20,10 @@ import pytest
 
 pytestmark = pytest.mark.model  # needs the embedded model's tokenizer files (dequantized cache)
 
-ENV = dict(os.environ)
 
-
-def _cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tamperbench.cli", *args], capture_output=True, text=True,
-                          env=ENV, timeout=timeout)
+@pytest.fixture
+def _cli(tb_inprocess):
+    return tb_inprocess
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +56,14 @@ def _one_error_line(proc: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def test_base_model_without_template_is_refused_in_one_line_naming_the_option(base_model_dir, tmp_path):
+def test_base_model_without_template_is_refused_in_one_line_naming_the_option(base_model_dir, tmp_path, _cli):
     proc = _cli("sleight", "run", "--model", str(base_model_dir), "--questions", "1", "--words", "1",
                 "--max-new-tokens", "8", "--device", "cpu", "--out", str(tmp_path / "run"))
     line = _one_error_line(proc)
     assert "has no chat template" in line and "--chat-template none" in line and "--chat-template FILE" in line
 
 
-def test_sleight_run_with_chat_template_none_records_it(base_model_dir, tmp_path):
+def test_sleight_run_with_chat_template_none_records_it(base_model_dir, tmp_path, _cli):
     run = tmp_path / "run"
     proc = _cli("sleight", "run", "--model", str(base_model_dir), "--chat-template", "none", "--questions", "1",
                 "--words", "1", "--max-new-tokens", "8", "--device", "cpu", "--out", str(run))
@@ -80,7 +79,7 @@ def test_sleight_run_with_chat_template_none_records_it(base_model_dir, tmp_path
     assert all(text == question for _, text, question in clean)  # the raw question, no role markers
 
 
-def test_chat_template_file_is_used_and_hashed(base_model_dir, tmp_path):
+def test_chat_template_file_is_used_and_hashed(base_model_dir, tmp_path, _cli):
     tpl = tmp_path / "tpl.jinja"
     tpl.write_text("{% for m in messages %}<<{{ m['role'] }}>> {{ m['content'] }}\n{% endfor %}<<assistant>>")
     proc = _cli("answer", "Why is the sky blue?", "--model", str(base_model_dir), "--chat-template", str(tpl),
@@ -99,11 +98,11 @@ def test_chat_template_file_is_used_and_hashed(base_model_dir, tmp_path):
     assert "--chat-template" in line and str(bad) in line
 
 
-def test_prompt_past_the_context_is_refused_before_any_compute(tmp_path):
+def test_prompt_past_the_context_is_refused_before_any_compute(tmp_path, _cli):
     question = "Why is the sky blue? " * 6200  # ~130 KB, ~31k tokens against the embedded model's 8192
     assert len(question.encode()) > 128_000
     start = time.perf_counter()
-    proc = _cli("answer", question, "--max-new-tokens", "12", "--device", "cpu", timeout=300)
+    proc = _cli("answer", question, "--max-new-tokens", "12", "--device", "cpu")
     seconds = time.perf_counter() - start
     line = _one_error_line(proc)
     assert line.startswith("error: question: prompt is ") and "12 new tokens" in line
