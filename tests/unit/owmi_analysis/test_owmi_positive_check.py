@@ -145,3 +145,22 @@ def test_claims_read_the_check_matched_by_model_site_and_readout(tmp_path):
     got = kp_lines([check("resid_post.3", "choice"), check("resid_post.3", "generated")])
     assert got["held"] == [f"{KP_NAME}: adapted hits 99/100, false alarms 0/100, d'=4.00, AUROC=0.999 [0.990, 1.000]; "
                            "leakage floor (unadapted AUROC) 0.700"]
+
+
+def test_score_report_lists_the_check_with_its_leakage_floor():
+    from tamperbench.owmi.analysis.render import check_line
+
+    rows = rows_of({"cells": [_cell(ADAPTED_SPEC, "choice", 97, 2), _cell("embedded", "choice", 3, 1, auroc=(0.95, [0.9, 0.99]))]},
+                   ADAPTED_SPEC)
+    v = verdicts(rows)
+    from tamperbench.owmi.analysis.positive_check import anchor_rows
+
+    (a,) = anchor_rows(v, base="embedded", layer=15, directions=(900000, 900099), trained=list(range(500000, 500400)),
+                       runs=["KP/run-choice"])
+    assert (a["kind"], a["model"], a["site"], a["readout"], a["model_revision"], a["passes"]) == (
+        "known_positive_check", "embedded", "resid_post.15", "choice", "r", True)
+    assert check_line(a, "embedded @ r") == (
+        "known-positive check through owmi run, embedded @ r at resid_post.15, read-out choice (held-out directions "
+        "900000..900099): adapted hits 97/100, false alarms 2/100, d' = 4.10, AUROC = 0.990 [0.950, 1.000]; unadapted "
+        "(leakage floor) hits 3/100, false alarms 1/100, d' = 4.10, AUROC = 0.950 [0.900, 0.990]; passes = True "
+        "(meets the rule)")
