@@ -88,7 +88,8 @@ def test_known_positive_trains_scores_heldout_and_passes_through_owmi_run(embedd
     adapted, base = rows["adapted (known positive)"], rows["unadapted base (leakage floor)"]
     assert adapted["pairs"] == base["pairs"] == 8 and adapted["items"] == 4 and summary["seeds"] == [0, 1]
     assert adapted["hits"] == 8 and adapted["false_alarms"] == 0 and adapted["auroc_ci"][0] > 0.9, summary
-    assert base["hits"] <= 1, summary  # the unadapted model does not report the intervention
+    lo, hi = base["margin_ci"]  # the unadapted model says "yes" after sham as after the intervention: no report
+    assert lo <= 0 <= hi and base["hits"] - base["false_alarms"] <= 1, summary
     assert "leakage floor (choice): the unadapted model's AUROC " in text
     assert "choice: FAIL (8 complete pairs, below the paper's 100;" in text and summary["passes"] is False
     from tamperbench.owmi.analysis.claims import KP_NAME
