@@ -123,7 +123,8 @@ def plan(size: str, root: Path, models: list[str], notes: list[str], owmi_option
     p.anchors.append(anchor)
     check = []  # Section 7.2's check: the adapted model through owmi run beside its base
     if "--check" in kp_options:
-        check = ["--check"] + (["--items", "3", "--readout", "choice"] if size == "cpu-small" else [])
+        check = ["--check", "--readout", "choice"] + ([] if size == "cpu-small" else
+                                                     ["--readout", "generated", "--readout", "constrained"])
     else:
         p.notes.append("OWMI: this tamperbench has no `owmi known-positive --check`; the anchor's held-out check only.")
     p.steps.append(["owmi", "known-positive", "--model", "embedded", "--preset", kp, *check, "--out", anchor])

@@ -59,7 +59,8 @@ def run_demo(app, out: Path, model: str) -> None:
     console.print(f"Exact Words run:      {out / 'quote'}")
     console.print(f"OWMI run:             {out / 'owmi'}  (tamperbench owmi score {out / 'owmi'})")
     console.print(f"OWMI known positive:  {out / 'owmi-known-positive'}  (known_positive_check.md; all read-outs: "
-                  f"tamperbench owmi known-positive --preset demo --check --out {out / 'owmi-known-positive'})")
+                  f"tamperbench owmi known-positive --preset demo --check --readout choice --readout generated --readout "
+                  f"constrained --out {out / 'owmi-known-positive'})")
     console.print(f"SAE for the full OWMI example: {SAE_FOLDER}  (tamperbench owmi run --config examples/owmi_full.json "
                   "--dry-run --out R)")
     console.print(f"Report site:          {out / 'report' / 'index.html'}  (leaderboards, trial viewer, plots; "

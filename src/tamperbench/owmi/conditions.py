@@ -69,6 +69,17 @@ def reference_activation(backend, target: Target) -> torch.Tensor:
     return mean_value(backend, target, battery()["neutral"][:1], last_only=True)
 
 
+def replace_reference(backend, target: Target, spec, index: int, seed: int) -> torch.Tensor:
+    """What 'replace' writes in the unit of item ``index`` and ``seed``: the engine's reference, or,
+    under ``spec.replace_directions``, the seeded unit direction ``spec.direction_seed(index, seed)``
+    scaled to the reference's norm (the known positive's construction, ``analysis.known_positive``)."""
+    ref = reference_activation(backend, target)
+    d_seed = spec.direction_seed(index, seed)
+    if d_seed is None:
+        return ref
+    return random_direction(target.dim, d_seed) * ref.float().norm()
+
+
 def calibrate_norm(mean_js: Callable[[float], float], target_js: float, start: float, steps: int
                    ) -> tuple[float, float, list[list[float]]]:
     """Bisection on the norm eta so that ``mean_js(eta)`` matches ``target_js``.

@@ -32,7 +32,7 @@ from tamperbench.owmi import contexts as cx
 from tamperbench.owmi import forward as fw
 from tamperbench.owmi.batched import BatchedMixin
 from tamperbench.owmi.conditions import (calibrate_norm, concept_direction, random_direction, random_target,
-                                         reference_activation, stable_seed)
+                                         replace_reference, stable_seed)
 from tamperbench.owmi.objects import ObjectSpec, Target, resolve
 from tamperbench.owmi.operators import Intervention, OperatorSpec
 from tamperbench.owmi.probes import corrupted, parse, probe_text, rubric_flag, system_prompt
@@ -136,7 +136,7 @@ class Engine(BatchedMixin, ReadoutMixin):
                 self._dirs[key] = concept_direction(self.b, target, concept)
             direction = self._dirs[key]
         if cell.op.name == "replace":
-            reference = reference_activation(self.b, target)
+            reference = replace_reference(self.b, target, self.spec, index, seed)
         u = random_direction(rtarget.dim, stable_seed(seed, item.id, cell.obj.label, cell.op.name, cell.op.dose))
         system = self.frame_system(frame)
         task = cx.task_context(self.b, item.prompt_text(), system, self.spec.positions)

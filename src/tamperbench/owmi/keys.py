@@ -21,6 +21,10 @@ def load_items(benchmark: str, n: int):
         from tamperbench.owmi.items import quick_items
 
         return quick_items(-(-n // 3))[:n]
+    from tamperbench.owmi.anchor_items import ANCHOR_BENCHMARK, anchor_items
+
+    if benchmark == ANCHOR_BENCHMARK:
+        return anchor_items(n)
     from tamperbench.bench.load import load
 
     items = load(benchmark, hub=False).items

@@ -232,7 +232,7 @@ def _positive_table(runs: list[RunInfo]) -> LeaderTable | None:
     """The known positive through the identical pipeline (``owmi known-positive --check``): runs whose
     spec holds an adapted model (``BASE+peft:DIR``), scored apart, adapted and unadapted side by side."""
     from tamperbench.models.adapter import MARK
-    from tamperbench.owmi.analysis.positive_check import rows_of, verdict
+    from tamperbench.owmi.analysis.positive_check import floor_lines, rows_of, verdicts
     from tamperbench.owmi.analysis.profile import score_runs
 
     mine = [r for r in runs if any(MARK in str(m) for m in r.spec.get("models", []))]
@@ -241,16 +241,19 @@ def _positive_table(runs: list[RunInfo]) -> LeaderTable | None:
     result = score_runs([r.path for r in mine], n_boot=1000)
     adapted = next(str(m) for r in mine for m in r.spec["models"] if MARK in str(m))
     rows = rows_of(result, adapted)
+    v = verdicts(rows)
     table = LeaderTable(slug="owmi-known-positive", title="Known positive through the identical pipeline: a LoRA "
-                        "trained to report replace-at-positions-0-2, run by owmi run beside its base (Section 7.2)",
-                        columns=["model", "read-out", "pairs (items)", "parsed / attempted", "hit rate",
-                                 "false-alarm rate", "margin over sham [95% CI, item-clustered]", "AUROC [95% CI]",
-                                 "interval"], note=verdict(rows)[1])
+                        "trained to report replace-at-positions-0-2, run by owmi run beside its base on held-out "
+                        "directions (Section 7.2)",
+                        columns=["model", "read-out", "pairs (items)", "hits", "false alarms", "AUROC [95% CI]",
+                                 "d' [95% CI]", "margin over sham [95% CI, item-clustered]"],
+                        note=" ".join([*floor_lines(v), *(d["line"] for d in v.values())]))
     for r in rows:
-        table.add(Cell(f"{r['role']}: {r['model']}"), Cell(r["readout"]), Cell(f"{r['pairs']} ({r['items']})"),
-                  Cell(f"{r['parsed']}/{r['attempted']}"), cell(r["hit_rate"], "{:.3f}"),
-                  cell(r["false_alarm_rate"], "{:.3f}"), _ci_cell(r["margin"] if r["pairs"] else None, r["margin_ci"]),
-                  _ci_cell(r["auroc"] if r["pairs"] else None, r["auroc_ci"]), Cell(r["interval"]))
+        n = r["pairs"]
+        table.add(Cell(f"{r['role']}: {r['model']}"), Cell(r["readout"]), Cell(f"{n} ({r['items']})"),
+                  Cell(f"{r['hits']}/{n}"), Cell(f"{r['false_alarms']}/{n}"),
+                  _ci_cell(r["auroc"] if n else None, r["auroc_ci"]), _ci_cell(r["dprime"] if n else None, r["dprime_ci"]),
+                  _ci_cell(r["margin"] if n else None, r["margin_ci"]))
     return table
 
 

@@ -44,6 +44,11 @@ class OwmiSpec(BaseModel):
     concepts: tuple[str, ...] = Field(default=(), description="Concepts for 'add' directions, cycled over items; empty = all.")
     positions: str = Field(default="task", description="'task' (the task text's tokens), 'last', 'all', or absolute "
                            "token indices '0,1,2' (the known positive's positions, Section 7.2).")
+    replace_directions: tuple[Seed, Seed] | None = Field(
+        default=None, description="What 'replace' writes. None: the engine's reference, the object's value at the last "
+        "token of a neutral sentence (one for every unit). [START, END]: a seeded random unit direction per unit, "
+        "scaled to that reference's norm, seed START + item index x len(seeds) + the seed's index "
+        "(``direction_seed``): the known positive's held-out directions (Section 7.2).")
     when: Literal["prefill", "every_step"] = "prefill"
     probes: tuple[Family, ...] = ("detection", "confidence", "localization", "characterization", "reconstruction")
     tracks: tuple[Track, ...] = ("A",)
@@ -114,10 +119,24 @@ class OwmiSpec(BaseModel):
         for t in self.tracks:
             if t not in TRACKS:
                 raise ValueError(f"track {t!r}")
+        if self.replace_directions is not None:
+            lo, hi = self.replace_directions
+            if not any(op.name == "replace" for op in self.operators):
+                raise ValueError("replace_directions: set, but no 'replace' operator writes a direction")
+            if hi - lo + 1 < self.items_per_benchmark * len(self.seeds):
+                raise ValueError(f"replace_directions: {lo}..{hi} holds {hi - lo + 1} directions; one per unit needs "
+                                 f"{self.items_per_benchmark * len(self.seeds)} (items_per_benchmark x seeds)")
         if self.readout == "choice" and "C" in self.tracks:
             raise ValueError("readout: 'choice' reads a closed option set, and Track C's spontaneous reflection has "
                              "none; drop track C or use readout 'generated' or 'constrained'")
         return self
+
+    def direction_seed(self, index: int, seed: int) -> int | None:
+        """The seed of the direction 'replace' writes in the unit of item ``index`` and ``seed``
+        (``replace_directions``); None under the engine's reference."""
+        if self.replace_directions is None:
+            return None
+        return self.replace_directions[0] + index * len(self.seeds) + self.seeds.index(seed)
 
     def frame(self, track: str) -> str:
         """The context frame a track runs in: ``shared`` (the introspection system prompt) or

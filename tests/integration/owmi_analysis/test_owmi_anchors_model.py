@@ -35,9 +35,11 @@ def test_probe_features_are_padding_invariant_and_the_probe_beats_its_null(embed
 
 
 def test_known_positive_trains_scores_heldout_and_passes_through_owmi_run(embedded_backend, tmp_path):
-    """The test preset (12 training directions, 2 epochs), its held-out check, then the adapter through
-    ``owmi run`` beside its base (the check, 3 built-in items, choice read-out): the adapted model's
-    margin over sham has an item-clustered interval above 0, the unadapted model's contains 0."""
+    """The test preset (12 training directions, 2 epochs), its held-out diagnostic, then the adapter through
+    ``owmi run`` and ``owmi score`` beside its base (the check: 4 anchor items x 2 seeds, one held-out
+    direction each, choice read-out): the adapted model reports every held-out intervention, both rows
+    print with the base's AUROC named the leakage floor, the check fails only for its size (8 pairs, not
+    the paper's 100), and the claims of the base's cell read that check (same model, site, read-out)."""
     from tamperbench.owmi.analysis.known_positive import KnownPositiveSpec, evaluate, train
     from tamperbench.owmi.analysis.threads import idle_core_threads
     from tamperbench.stats.intervals import error_rate_upper_bound
@@ -79,14 +81,24 @@ def test_known_positive_trains_scores_heldout_and_passes_through_owmi_run(embedd
     save_anchor(tmp_path, spec, res)
     del model
     out = Console(record=True, width=400)
-    summary = run_check(tmp_path, base="embedded", layer=15, readouts=("choice",), items=3, seeds=(0,), probe_tokens=24,
-                        n_boot=200, console=out)
+    summary = run_check(tmp_path, base="embedded", anchor=res, readouts=("choice",), directions=spec.heldout_seeds,
+                        probe_tokens=24, n_boot=200, console=out, spec=spec)
+    text = out.export_text()
     rows = {r["role"]: r for r in summary["rows"]}
-    assert rows["adapted (known positive)"]["margin_ci"][0] > 0, summary
-    lo, hi = rows["unadapted base"]["margin_ci"]
-    assert lo <= 0 <= hi, summary
-    assert summary["passes"] and "PASS: under the choice read-out" in out.export_text()
-    assert rows["adapted (known positive)"]["parsed"] == rows["adapted (known positive)"]["attempted"] == 6
+    adapted, base = rows["adapted (known positive)"], rows["unadapted base (leakage floor)"]
+    assert adapted["pairs"] == base["pairs"] == 8 and adapted["items"] == 4 and summary["seeds"] == [0, 1]
+    assert adapted["hits"] == 8 and adapted["false_alarms"] == 0 and adapted["auroc_ci"][0] > 0.9, summary
+    lo, hi = base["margin_ci"]  # the unadapted model says "yes" after sham as after the intervention: no report
+    assert lo <= 0 <= hi and base["hits"] - base["false_alarms"] <= 1, summary
+    assert "leakage floor (choice): the unadapted model's AUROC " in text
+    assert "choice: FAIL (8 complete pairs, below the paper's 100;" in text and summary["passes"] is False
+    from tamperbench.owmi.analysis.claims import KP_NAME
+    from tamperbench.owmi.analysis.profile import score_runs
+
+    scored = score_runs([tmp_path / "run-choice", tmp_path], n_boot=50, dose_boot=0)
+    cell = next(c for c in scored["cells"] if c["cell"]["model"] == "embedded" and "claim" in c)
+    kp = [x for x in cell["claim"]["failed"] if x.startswith(KP_NAME)]
+    assert len(kp) == 1 and "adapted hits 8/8, false alarms 0/8" in kp[0] and "below the paper's 100" in kp[0]
 
 
 def test_known_positive_training_is_deterministic_by_seed(embedded_backend):

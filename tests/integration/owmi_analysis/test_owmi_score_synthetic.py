@@ -81,7 +81,15 @@ def runs(tmp_path_factory):
           "dprime": {"estimate": 5.1517}, "auroc": {"estimate": 1.0, "ci": [1.0, 1.0]}, "errors": 0, "n_trials": 200,
           "error_rate_upper95": 0.0149}
     save_anchor(anchors / "probe", SynthSpec(name="probe"), probe)
-    save_anchor(anchors / "kp", SynthSpec(name="kp"), kp)
+    save_anchor(anchors / "kp", SynthSpec(name="kp"), kp)  # the anchor's own diagnostic (evaluate())
+    from tamperbench.owmi.analysis.anchor_store import save_anchor_rows
+
+    adapted = {"pairs": 100, "hits": 100, "false_alarms": 0, "dprime": 5.1517, "auroc": 1.0, "auroc_ci": [1.0, 1.0]}
+    check = {"kind": "known_positive_check", "model": "synthetic-model", "provenance_id": "rev0123456789abcdef",
+             "site": "resid_post.15", "layer": 15, "readout": "generated", "passes": True, "why": "meets the rule",
+             "adapted": adapted, "leakage_floor": {"auroc": 0.62, "auroc_ci": [0.55, 0.69]},
+             "directions": [900000, 900099]}  # what the claims read (owmi known-positive --check)
+    save_anchor_rows(anchors / "kp", SynthSpec(name="kp"), "known_positive_check", [check])
     return run, [anchors / "probe", anchors / "kp"], records
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tamperbench.owmi.analysis.claims import LEVELS, claim, structure_claim
+from tamperbench.owmi.analysis.claims import KP_NAME, LEVELS, claim, structure_claim
 
 RECON = ["reconstruction beats the observer bound (rule-scored, not human-validated): no reconstruction cell matches "
          "this cell (paper: reconstruction not scored, no ground-truth concept label; ours: rule-scored where the "
@@ -34,7 +34,10 @@ def det(pairs=12, auc=0.8125, ci=(0.625, 0.9375), rnd=(0.125, (0.0625, 0.25)), r
     return {"complete": c, "margins": margins}
 
 
-KP = {"passes": True, "dprime": {"estimate": 2.345}, "auroc": {"estimate": 0.95678}}
+KP = {"kind": "known_positive_check", "passes": True, "leakage_floor": {"auroc": 0.61},  # owmi known-positive --check
+      "adapted": {"pairs": 100, "hits": 99, "false_alarms": 1, "dprime": 2.345, "auroc": 0.95678, "auroc_ci": [0.92, 0.99]}}
+KP_LINE = (f"{KP_NAME}: adapted hits 99/100, false alarms 1/100, d'=2.35, AUROC=0.957 [0.920, 0.990]; "
+           "leakage floor (unadapted AUROC) 0.610")
 PROBE = {"passes": True, "m_probe": 0.4567, "layers": [{"null_quantile": 0.1234}]}
 LADDER = {"m0": {"estimate": 0.2, "ci": [0.05, 0.3]}, "stratified": True, "reason": "m0 from 4 doses"}
 
@@ -63,7 +66,7 @@ def test_every_condition_held_is_level_4_and_lists_each_line():
     assert v["level"] == 4 and v["claim"] == LEVELS[4] == "perturbation sensitivity without demonstrated semantic access"
     assert v["held"] == [
         "scorable pairs: 12 complete pairs",
-        "known-positive instrument check passes: held-out d'=2.35, AUROC=0.957",
+        KP_LINE,
         "linear probe above its null at this site: m_probe=+0.457 vs null 95th pct +0.123",
         "detection exceeds paired sham (AUROC interval above 0.5, BH-controlled): AUROC=0.8125 [0.6250, 0.9375]",
         "margin over the random-matched control above zero: +0.1250 [+0.0625, +0.2500]",
@@ -137,11 +140,12 @@ def test_null_without_both_anchors_is_only_an_instrument_diagnosis(kp, probe):
 
 def test_anchor_lines_when_missing_or_failed():
     v = run(det(ci=(0.3, 0.7)), kp=None, probe=None)
-    assert "known-positive instrument check passes: no known-positive anchor for this model" in v["not_measured"]
+    assert (KP_NAME + ": no known-positive check for this model, site and read-out (owmi known-positive --check --layer L "
+            "--readout R)") in v["not_measured"]
     assert "linear probe above its null at this site: no probe anchor at this site" in v["not_measured"]
     bad = {**PROBE, "passes": False, "layers": [{"null_quantile": None}]}
     v = run(det(ci=(0.3, 0.7)), kp={**KP, "passes": False}, probe=bad)
-    assert "known-positive instrument check passes: held-out d'=2.35, AUROC=0.957" in v["failed"]
+    assert KP_LINE in v["failed"]
     assert "linear probe above its null at this site: m_probe=+0.457 vs null 95th pct n/a" in v["failed"]
 
 

@@ -1,60 +1,166 @@
-"""The known-positive check's table and verdict, from score cells shaped as owmi score writes them."""
+"""The known-positive check (owmi known-positive --check): its run spec on held-out directions, its rows,
+pass rule and leakage floor, and the claims reading it matched by model, site and read-out.
+
+No model: score cells shaped as owmi score writes them, specs built by the real code, and anchors
+saved and scored through the real RunStore and ``score_runs`` (the model path: tests/integration/
+owmi_analysis/test_owmi_anchors_model.py)."""
 
 from __future__ import annotations
 
-from tamperbench.owmi.analysis.positive_check import check_spec, rows_of, table_lines, verdict
+import pytest
 
-ADAPTED = "embedded+peft:/kp/adapter"
+from tamperbench.errors import UserError
+from tamperbench.owmi.analysis.known_positive import KnownPositiveSpec
+from tamperbench.owmi.analysis.positive_check import (ADAPTED, BASE, PASS_RULE, check_disjoint, check_spec, floor_lines,
+                                                      rows_of, table_lines, verdicts)
 
-
-def _cell(model: str, readout: str, margin: float, ci: list[float], pairs: int = 9) -> dict:
-    comp = {"pairs": pairs, "items": 9, "hit_rate": 1.0 if margin > 0 else 0.0, "false_alarm_rate": 0.0,
-            "margin": margin, "margin_ci": ci, "auroc": 0.5 + margin / 2, "auroc_ci": [0.5, 1.0]}
-    return {"cell": {"model": model, "readout": readout, "probe_family": "detection"},
-            "detection": {"complete": comp, "parse_rates": [{"parsed": 9, "attempted": 9}, {"parsed": 9, "attempted": 9}]}}
+ADAPTED_SPEC = "embedded+peft:/kp/adapter"
 
 
-def test_pass_needs_adapted_above_zero_and_base_containing_zero_under_choice():
-    cells = [_cell(ADAPTED, "choice", 1.0, [1.0, 1.0]), _cell("embedded", "choice", 0.0, [-0.11, 0.22]),
-             _cell(ADAPTED, "generated", 0.0, [0.0, 0.0], pairs=0), {"cell": {"probe_family": "confidence"}}]
-    rows = rows_of({"cells": cells}, ADAPTED)
-    assert [(r["readout"], r["role"], r["interval"]) for r in rows] == [
-        ("generated", "adapted (known positive)", "no complete pair"),
-        ("choice", "adapted (known positive)", "above 0"), ("choice", "unadapted base", "contains 0")]
-    assert "| generated | 0 (9) | 18/18 | +0.000 | +0.000 | n/a | n/a | no complete pair |" in table_lines(rows)[2]
-    ok, line = verdict(rows)
-    assert ok and line.startswith("PASS: under the choice read-out the adapted model's margin interval is above 0 "
-                                  "and the unadapted model's contains 0")
-    assert "| adapted (known positive): `embedded+peft:/kp/adapter` | choice | 9 (9) | 18/18 | +1.000 | +0.000 | " \
-           "+1.000 [+1.000, +1.000] | 1.000 [0.500, 1.000] | above 0 |" in table_lines(rows)
+def _cell(model: str, readout: str, hits: int, fas: int, pairs: int = 100, auroc=(0.99, [0.95, 1.0])) -> dict:
+    comp = {"pairs": pairs, "items": pairs // 2, "hit_rate": hits / pairs, "false_alarm_rate": fas / pairs,
+            "margin": (hits - fas) / pairs, "margin_ci": [0.9, 1.0], "auroc": auroc[0], "auroc_ci": auroc[1],
+            "dprime": 4.1, "dprime_ci": [3.5, 4.6]}
+    return {"cell": {"model": model, "readout": readout, "probe_family": "detection", "site": "resid_post.15",
+                     "model_revision": "r", "dtype": "float32", "quantized": True},
+            "detection": {"complete": comp, "parse_rates": [{"parsed": pairs, "attempted": pairs}] * 2}}
 
 
-def test_fail_when_the_base_also_moves_or_the_adapted_does_not():
-    base_moves = rows_of({"cells": [_cell(ADAPTED, "choice", 1.0, [1.0, 1.0]),
-                                    _cell("embedded", "choice", 0.4, [0.1, 0.7])]}, ADAPTED)
-    assert verdict(base_moves) == (False, "FAIL: under the choice read-out the adapted model's margin interval is above 0 "
-                                          "and the unadapted model's above 0 (pass: above 0, and contains 0)")
-    flat = rows_of({"cells": [_cell(ADAPTED, "choice", 0.1, [-0.1, 0.3]), _cell("embedded", "choice", 0.0, [0, 0])]},
-                   ADAPTED)
-    assert verdict(flat)[0] is False
-    assert verdict(rows_of({"cells": [_cell(ADAPTED, "generated", 1.0, [1.0, 1.0])]}, ADAPTED))[1].startswith(
-        "not decided")
+def test_rows_judged_by_the_claims_statistic_with_the_leakage_floor_named():
+    cells = [_cell(ADAPTED_SPEC, "choice", 97, 2), _cell("embedded", "choice", 0, 0, auroc=(0.951, [0.91, 0.98])),
+             {"cell": {"probe_family": "confidence"}}]
+    rows = rows_of({"cells": cells}, ADAPTED_SPEC)
+    assert [(r["role"], r["hits"], r["false_alarms"], r["pairs"]) for r in rows] == [
+        (ADAPTED, 97, 2, 100), (BASE, 0, 0, 100)]
+    lines = table_lines(rows)
+    assert lines[2] == (f"| {ADAPTED}: `{ADAPTED_SPEC}` | choice | 100 (50) | 97/100 | 2/100 | 0.990 [0.950, 1.000] | "
+                        "4.10 [3.50, 4.60] | +0.950 [+0.900, +1.000] |")
+    v = verdicts(rows)
+    assert v["choice"]["passes"] is True and v["choice"]["line"].startswith("choice: PASS (meets the rule; rule: ")
+    assert floor_lines(v) == ["leakage floor (choice): the unadapted model's AUROC 0.951 [0.910, 0.980] (hits 0/100, "
+                              "false alarms 0/100): what the pipeline reads from the intervention with no trained report"]
 
 
-def test_check_spec_is_section_7_2_for_both_models(tmp_path):
-    spec = check_spec(tmp_path / "adapter", "embedded", 15, "generated", items=9, seeds=(0,), probe_tokens=24)
+@pytest.mark.parametrize("hits,fas,pairs,auroc,why", [
+    (95, 5, 100, (0.99, [0.95, 1.0]), None),  # the boundary itself passes
+    (94, 0, 100, (0.99, [0.95, 1.0]), "hits 94/100 below 95%"),
+    (100, 6, 100, (0.99, [0.95, 1.0]), "false alarms 6/100 above 5%"),
+    (100, 0, 100, (0.99, [0.9, 1.0]), "AUROC lower bound 0.900 not above 0.9"),
+    (8, 0, 8, (1.0, [1.0, 1.0]), "8 complete pairs, below the paper's 100"),
+])
+def test_pass_rule_boundaries(hits, fas, pairs, auroc, why):
+    v = verdicts(rows_of({"cells": [_cell(ADAPTED_SPEC, "choice", hits, fas, pairs, auroc)]}, ADAPTED_SPEC))["choice"]
+    assert v["passes"] is (why is None)
+    assert v["why"] == (why or "meets the rule") and PASS_RULE in v["line"]
+
+
+def test_check_runs_100_pairs_on_heldout_directions_disjoint_from_training(tmp_path):
+    """The full preset's check: 50 anchor items x 2 seeds, one held-out direction per unit, every
+    held-out direction used once and none of the 400 training directions (red if they overlap)."""
+    kp = KnownPositiveSpec()
+    spec = check_spec(tmp_path / "adapter", "embedded", 15, "choice", directions=kp.heldout_seeds)
     assert spec.models == (f"embedded+peft:{(tmp_path / 'adapter').resolve()}", "embedded")
     assert (spec.operators[0].name, spec.operators[0].dose, spec.positions) == ("replace", 1.0, "0,1,2")
     assert spec.scopes == ("lifted",) and spec.tracks == ("A",) and spec.probes == ("detection",)
     assert spec.conditions == ("intervention", "sham") and spec.objects[0].label.startswith("resid_post.15")
+    assert spec.benchmarks == ("anchor",) and spec.items_per_benchmark == 50 and len(spec.seeds) >= 2
+    used = [spec.direction_seed(i, s) for i in range(spec.items_per_benchmark) for s in spec.seeds]
+    assert len(used) == len(set(used)) == 100 and set(used) == set(kp.seeds("heldout"))
+    assert not set(used) & set(kp.seeds("train")) and len(kp.seeds("train")) == 400
+    from tamperbench.owmi.keys import load_items
+
+    items = load_items("anchor", spec.items_per_benchmark)
+    assert len({it.id for it in items}) == 50 and not {it.id for it in items} & {f"anchor-1-{k}" for k in range(400)}
+
+
+def test_overlapping_directions_are_refused():
+    with pytest.raises(UserError, match=r"held-out directions 900000..900099 include 2 trained on"):
+        check_disjoint([*range(500000, 500400), 900003, 900050], (900000, 900099))
+    check_disjoint(list(range(500000, 500400)), (900000, 900099))
+    from tamperbench.owmi.spec import parse_spec
+
+    with pytest.raises(UserError, match="replace_directions: 0..9 holds 10 directions; one per unit needs 12"):
+        parse_spec(dict(objects=[{"kind": "resid_post", "layer": 3}], operators=[{"name": "replace", "dose": 1.0}],
+                        replace_directions=[0, 9], items_per_benchmark=6, seeds=[0, 1]))
+
+
+def test_the_engine_writes_the_training_construction():
+    """What replace writes under replace_directions is the training reference: the same seeded unit
+    direction (``intervene.unit_direction``, used by training), scaled to the engine reference's norm."""
+    import torch
+
+    from tamperbench.owmi.analysis.intervene import unit_direction
+    from tamperbench.owmi.conditions import random_direction
+
+    for seed in (900000, 900057):
+        assert torch.equal(random_direction(576, seed), unit_direction(seed, 576))
 
 
 def test_cli_refuses_an_unknown_readout_before_any_model_loads(tmp_path):
     from typer.testing import CliRunner
 
-    from tamperbench.errors import UserError
     from tamperbench.owmi.cli import app
 
     res = CliRunner().invoke(app, ["known-positive", "--out", str(tmp_path / "kp"), "--check", "--readout", "bogus"])
     assert isinstance(res.exception, UserError) and "--readout: 'bogus' is not one of" in str(res.exception)
     assert not (tmp_path / "kp").exists()
+
+
+def test_claims_read_the_check_matched_by_model_site_and_readout(tmp_path):
+    """Cell m @ resid_post.3 (read-out generated) reads only a check of the same model, site and read-out:
+    the anchor's own evaluate() result, a check under another read-out and one at another site leave
+    the condition unmeasured (red when the claims read evaluate(): it passes there)."""
+    from tamperbench.owmi.analysis.anchor_store import save_anchor, save_anchor_rows
+    from tamperbench.owmi.analysis.claims import KP_NAME
+    from tamperbench.owmi.analysis.profile import score_runs
+    from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
+    from tamperbench.store import RunStore
+    from tests.unit.owmi_analysis.test_owmi_profile_bite import REV, _records, _Spec
+
+    store = RunStore.open(tmp_path / "run", _Spec())
+    store.ensure_table(RUNS_TABLE, OwmiRun)
+    store.write(RUNS_TABLE, [r for r in _records() if r.model == "m"])
+    store.close()
+    ident = {"model": "m", "model_revision": REV["m"], "dtype": "float32", "quantized": False}
+    evaluate = {"kind": "known_positive", **ident, "site": "resid_post.3", "layer": 3, "passes": True,
+                "dprime": {"estimate": 5.0}, "auroc": {"estimate": 1.0, "ci": [1.0, 1.0]}}
+    save_anchor(tmp_path / "kp", _Spec(name="kp"), evaluate)
+    row = {"pairs": 100, "hits": 99, "false_alarms": 0, "dprime": 4.0, "auroc": 0.999, "auroc_ci": [0.99, 1.0]}
+
+    def check(site: str, readout: str) -> dict:
+        return {"kind": "known_positive_check", **ident, "site": site, "layer": int(site.split(".")[1]),
+                "readout": readout, "passes": True, "why": "meets the rule", "adapted": row,
+                "leakage_floor": {"auroc": 0.7, "auroc_ci": [0.6, 0.8]}}
+
+    def kp_lines(checks: list[dict]) -> dict:
+        save_anchor_rows(tmp_path / "kp", _Spec(name="kp"), "known_positive_check", checks)
+        res = score_runs([tmp_path / "run", tmp_path / "kp"], n_boot=20, dose_boot=0)
+        cell = next(c for c in res["cells"] if c["cell"]["site"] == "resid_post.3" and "claim" in c)
+        return {k: [x for x in cell["claim"][k] if x.startswith(KP_NAME)] for k in ("held", "failed", "not_measured")}
+
+    got = kp_lines([check("resid_post.3", "choice"), check("resid_post.5", "generated")])
+    assert got["held"] == got["failed"] == [] and got["not_measured"] == [
+        f"{KP_NAME}: no known-positive check for this model, site and read-out (owmi known-positive --check --layer L "
+        "--readout R)"]
+    got = kp_lines([check("resid_post.3", "choice"), check("resid_post.3", "generated")])
+    assert got["held"] == [f"{KP_NAME}: adapted hits 99/100, false alarms 0/100, d'=4.00, AUROC=0.999 [0.990, 1.000]; "
+                           "leakage floor (unadapted AUROC) 0.700"]
+
+
+def test_score_report_lists_the_check_with_its_leakage_floor():
+    from tamperbench.owmi.analysis.render import check_line
+
+    rows = rows_of({"cells": [_cell(ADAPTED_SPEC, "choice", 97, 2), _cell("embedded", "choice", 3, 1, auroc=(0.95, [0.9, 0.99]))]},
+                   ADAPTED_SPEC)
+    v = verdicts(rows)
+    from tamperbench.owmi.analysis.positive_check import anchor_rows
+
+    (a,) = anchor_rows(v, base="embedded", layer=15, directions=(900000, 900099), trained=list(range(500000, 500400)),
+                       runs=["KP/run-choice"])
+    assert (a["kind"], a["model"], a["site"], a["readout"], a["model_revision"], a["passes"]) == (
+        "known_positive_check", "embedded", "resid_post.15", "choice", "r", True)
+    assert check_line(a, "embedded @ r") == (
+        "known-positive check through owmi run, embedded @ r at resid_post.15, read-out choice (held-out directions "
+        "900000..900099): adapted hits 97/100, false alarms 2/100, d' = 4.10, AUROC = 0.990 [0.950, 1.000]; unadapted "
+        "(leakage floor) hits 3/100, false alarms 1/100, d' = 4.10, AUROC = 0.950 [0.900, 0.990]; passes = True "
+        "(meets the rule)")

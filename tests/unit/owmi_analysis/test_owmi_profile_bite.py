@@ -72,10 +72,12 @@ ANCHORS = [  # saved through the real anchor store, one anchor run directory eac
      "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "by identity, later"},
     {"kind": "probe", **OWN_IV, **IDENT_M, "provenance_id": "p", "site": "resid_post.9", "layer": 9, "m_probe": 0.2,
      "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "other site"},
-    {"kind": "known_positive", "model": "m", "provenance_id": "x", "site": "resid_post.5", "layer": 5, "passes": True,
-     "dprime": {"estimate": 3.0}, "auroc": {"estimate": 0.99}, "tag": "kp m"},
-    {"kind": "known_positive", "model": "zz", "provenance_id": "y", "site": "resid_post.3", "layer": 3, "passes": False,
-     "dprime": {"estimate": 0.1}, "auroc": {"estimate": 0.5}, "tag": "kp other model"},
+    {"kind": "known_positive_check", "model": "m", "provenance_id": "x", "site": "resid_post.5", "layer": 5,
+     "readout": "generated", "passes": True, "why": "meets the rule", "tag": "kp m",
+     "adapted": {"pairs": 100, "hits": 99, "false_alarms": 1, "dprime": 4.2, "auroc": 0.99, "auroc_ci": [0.97, 1.0]},
+     "leakage_floor": {"auroc": 0.6, "auroc_ci": [0.5, 0.7]}},
+    {"kind": "known_positive_check", "model": "zz", "provenance_id": "y", "site": "resid_post.3", "layer": 3,
+     "readout": "generated", "passes": False, "why": "no complete pair", "adapted": {}, "tag": "kp other model"},
     {"kind": "probe", **OWN_IV, **IDENT_M, "dtype": "bfloat16", "provenance_id": "p", "site": "resid_post.3", "layer": 3,
      "m_probe": 0.7, "passes": True, "layers": [{"null_quantile": 0.1}], "tag": "other precision, last"},
     {"kind": "probe", **OWN_IV, **IDENT_M, "model": "renamed", "provenance_id": "p", "site": "resid_post.3", "layer": 3,
@@ -93,10 +95,10 @@ def test_anchor_for_matches_kind_identity_and_site_and_takes_the_last():
     assert got["tag"] == "old, by model name" and got["identity_matched"] is False
     assert _anchor_for(ANCHORS, "probe", row, "resid_post.9", idents)["tag"] == "other site"
     assert _anchor_for(ANCHORS, "probe", row, "resid_post.4", idents) is None
-    got = _anchor_for(ANCHORS, "known_positive", row, None, idents)  # any site when none is asked
+    got = _anchor_for(ANCHORS, "known_positive_check", row, None, idents)  # any site when none is asked
     assert got["tag"] == "kp m" and got["identity_matched"] is False
     assert _anchor_for(ANCHORS, "probe", row, None, idents)["tag"] == "other site"
-    assert _anchor_for(ANCHORS, "known_positive", m2, None, idents) is None
+    assert _anchor_for(ANCHORS, "known_positive_check", m2, None, idents) is None
     assert "identity_matched" not in ANCHORS[0]  # the listed anchors stay as read
 
 
@@ -170,7 +172,8 @@ def test_cells_bh_claims_rho_pools_variance_and_decay(scored):
         assert comp["bh_q"] is None and comp["bh_reject"] is None
         assert comp["verdict"]["too_few_items"] is True and c["claim"]["level"] <= 1
     probe3, kp = {**ANCHORS[1], "identity_matched": True}, {**ANCHORS[3], "identity_matched": False}
-    for c, probe, known in zip(det, (probe3, None, None), (kp, kp, None)):
+    # the known-positive check attaches at its own site (resid_post.5) and read-out only
+    for c, probe, known in zip(det, (probe3, None, None), (None, kp, None)):
         comp = c["detection"]["complete"]
         assert c["claim"] == claim(c["detection"], probe=probe, known_positive=known, ladder=None,
                                    bh_reject=comp["bh_reject"])

@@ -16,7 +16,8 @@ from tamperbench.owmi.analysis.claims import LEVELS, claim, validation_passes
 DET = {"complete": {"pairs": 12, "auroc": 0.8125, "auroc_ci": [0.625, 0.9375]},
        "margins": {"random_matched": {"estimate": 0.125, "ci": [0.0625, 0.25]},
                    "observer": {"estimate": 0.25, "ci": [0.125, 0.375], "observer_tiers": [1]}}}
-KP = {"passes": True, "dprime": {"estimate": 2.345}, "auroc": {"estimate": 0.95678}}
+KP = {"kind": "known_positive_check", "passes": True, "leakage_floor": {"auroc": 0.61},  # owmi known-positive --check
+      "adapted": {"pairs": 100, "hits": 99, "false_alarms": 1, "dprime": 2.345, "auroc": 0.95678, "auroc_ci": [0.92, 0.99]}}
 # Eq. 20 measured, task accuracy shown unchanged (TOST), output divergence below its threshold
 UNDAMAGED = {"measurable": True, "damaged": False, "delta_task": 0.0, "delta_task_ci": [-0.0625, 0.0625], "items": 12,
              "baseline_mean": 0.5, "divergence_js_mean": 0.001,

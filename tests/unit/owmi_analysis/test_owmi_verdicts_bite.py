@@ -140,7 +140,8 @@ def test_a_null_over_60_items_is_bounded_and_a_bounded_null_with_anchors(scored)
     v = comp["verdict"]
     assert v["name"] == "bounded" and v["equivalence_p"] < 0.05 and v["claim_licensed"] is True
     assert comp["equivalence"] and comp["equivalence"][0]["bound"] < 0.10
-    kp = {"passes": True, "dprime": {"estimate": 5.0}, "auroc": {"estimate": 1.0}}
+    kp = {"kind": "known_positive_check", "passes": True, "leakage_floor": {"auroc": 0.6},  # owmi known-positive --check
+          "adapted": {"pairs": 100, "hits": 100, "false_alarms": 0, "dprime": 5.15, "auroc": 1.0, "auroc_ci": [1.0, 1.0]}}
     probe = {"passes": True, "m_probe": 0.4, "layers": [{"null_quantile": 0.1}]}
     got = claim(c["detection"], probe=probe, known_positive=kp, ladder=None, bh_reject=comp["bh_reject"])
     assert got["level"] == 2 and "bounded null" in got["claim"] and "AUROC advantage below" in got["claim"]

@@ -55,7 +55,7 @@ def test_cli_preset_and_explicit_options_combine_before_any_model_loads(monkeypa
     """--preset test sets epochs; an explicit --epochs must override it, not collide with it."""
     from typer.testing import CliRunner
 
-    from tamperbench.owmi.analysis import cli as acli
+    from tamperbench.owmi.analysis import kp_cli as acli
     from tamperbench.owmi.cli import app
 
     seen = {}

@@ -53,7 +53,7 @@ def save_anchor(out: str | Path, spec: BaseModel, result: dict, *, new: bool = F
         rec = AnchorRecord(key=trial_key(spec), provenance_id=result.get("provenance_id", ""), kind=result["kind"],
                            model=result["model"], site=result["site"], layer=int(result["layer"]),
                            passes=result.get("passes"), result=json.dumps(result, default=str))
-        store.replace(ANCHOR_TABLE, AnchorRecord, [rec])
+        store.replace(ANCHOR_TABLE, AnchorRecord, [rec], "kind = ?", [result["kind"]])  # other kinds stay
     finally:
         store.close()
     return Path(out)
@@ -79,3 +79,64 @@ def stored_anchor(out: str | Path, spec: BaseModel, kind: str) -> dict | None:
     finally:
         store.close()
     return hits[-1] if hits else None
+
+
+def save_anchor_rows(out: str | Path, spec: BaseModel, kind: str, results: list[dict]) -> None:
+    """Replace the rows of ``kind`` in the anchor run ``out`` with ``results`` (one per read-out:
+    the known-positive check), keyed by (spec, kind, read-out)."""
+    store = RunStore.open(out, spec)
+    try:
+        recs = [AnchorRecord(key=trial_key({"spec": spec.model_dump(mode="json"), "kind": kind, "readout": r["readout"]}),
+                             provenance_id=r.get("provenance_id", ""), kind=kind, model=r["model"], site=r["site"],
+                             layer=int(r["layer"]), passes=r.get("passes"), result=json.dumps(r, default=str))
+                for r in results]
+        store.replace(ANCHOR_TABLE, AnchorRecord, recs, "kind = ?", [kind])
+    finally:
+        store.close()
+
+
+ADAPTER_CACHE = "known-positive"
+
+
+def adapter_cache(spec: BaseModel, base_sha256: str) -> Path:
+    """Where the adapter trained with ``spec`` on the base weights ``base_sha256`` is kept
+    (``$TAMPERBENCH_HOME/known-positive/<key>``, content-addressed: the key hashes both), so a second
+    ``--out`` reuses it rather than training again."""
+    from tamperbench.models.sources import tamperbench_home
+
+    key = trial_key({"spec": spec.model_dump(mode="json"), "base_sha256": base_sha256})[:32]
+    return tamperbench_home() / ADAPTER_CACHE / key
+
+
+def cached_adapter(spec: BaseModel, base_sha256: str) -> tuple[Path, dict] | None:
+    """(adapter folder, anchor result) from the cache, or None when this spec has not been trained."""
+    folder = adapter_cache(spec, base_sha256)
+    try:
+        result = json.loads((folder / "result.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not (folder / "adapter" / "adapter_config.json").is_file() or result.get("spec") != spec.model_dump(mode="json"):
+        return None
+    return folder / "adapter", result
+
+
+def store_adapter(spec: BaseModel, base_sha256: str, adapter_dir: Path, result: dict) -> Path:
+    """Copy a trained adapter and its anchor result into the cache (a temporary folder renamed into
+    place, so a reader never sees half a copy)."""
+    import shutil
+    import tempfile
+
+    folder = adapter_cache(spec, base_sha256)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+    try:
+        shutil.copytree(adapter_dir, tmp / "adapter")
+        (tmp / "result.json").write_text(json.dumps(result, default=str, indent=1))
+        if folder.exists():
+            shutil.rmtree(tmp)
+        else:
+            tmp.rename(folder)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder

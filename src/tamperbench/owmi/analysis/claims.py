@@ -168,6 +168,31 @@ def _recon_conditions(recon: dict | None, validation: dict | None) -> list[tuple
     return [line, vline]
 
 
+KP_NAME = "known-positive check passes through the identical pipeline (owmi run + owmi score, this model, site and read-out)"
+
+
+def known_positive_condition(check: dict | None) -> tuple[str, bool | None, str]:
+    """The known-positive condition, read from ``owmi known-positive --check`` (``positive_check``):
+    the adapted model's cell through ``owmi run`` and ``owmi score`` at this cell's model, site and
+    read-out (``profile`` matches them). The anchor's token-level held-out test (``evaluate()``, kind
+    ``known_positive``) is the anchor's own diagnostic and is never read as this condition."""
+    if check is None:
+        return (KP_NAME, None, "no known-positive check for this model, site and read-out (owmi known-positive --check "
+                "--layer L --readout R)")
+    if check.get("kind") != "known_positive_check":
+        return (KP_NAME, None, "only the anchor's own token-level diagnostic (evaluate()) was given, not the check "
+                "through owmi run (owmi known-positive --check)")
+    a, floor = check.get("adapted") or {}, check.get("leakage_floor") or {}
+    got = (f"adapted hits {a['hits']}/{a['pairs']}, false alarms {a['false_alarms']}/{a['pairs']}, d'={a['dprime']:.2f}, "
+           f"AUROC={a['auroc']:.3f} [{a['auroc_ci'][0]:.3f}, {a['auroc_ci'][1]:.3f}]" if a.get("pairs") else
+           "no complete adapted pair")
+    if floor:
+        got += f"; leakage floor (unadapted AUROC) {floor['auroc']:.3f}"
+    if not check.get("passes") and check.get("why"):
+        got += f"; {check['why']}"
+    return KP_NAME, bool(check.get("passes")), got + _by_name(check)
+
+
 def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, ladder: dict | None,
           bh_reject: bool | None, recon: dict | None = None, recon_validation: dict | None = None,
           damage: dict | None = None, probe_note: str | None = None) -> dict:
@@ -178,11 +203,9 @@ def claim(det: dict | None, *, probe: dict | None, known_positive: dict | None, 
     c = (det or {}).get("complete", {})
     pairs = c.get("pairs", 0)
     conds.append(("scorable pairs", pairs > 0, f"{pairs} complete pairs"))
-    kp_ok = None if known_positive is None else bool(known_positive.get("passes"))
-    conds.append(("known-positive instrument check passes", kp_ok,
-                  "no known-positive anchor for this model" if known_positive is None else
-                  f"held-out d'={known_positive['dprime']['estimate']:.2f}, AUROC={known_positive['auroc']['estimate']:.3f}"
-                  + _by_name(known_positive)))
+    kp_cond = known_positive_condition(known_positive)
+    conds.append(kp_cond)
+    kp_ok = kp_cond[1]
     pr_ok = None if probe is None else bool(probe.get("passes"))
     conds.append(("linear probe above its null at this site", pr_ok,
                   (probe_note or "no probe anchor at this site") if probe is None else

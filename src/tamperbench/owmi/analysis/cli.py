@@ -14,26 +14,8 @@ import typer
 from rich.console import Console
 
 from tamperbench.errors import UserError
+from tamperbench.owmi.analysis.cli_util import build_spec
 from tamperbench.owmi.console import stdout_console
-
-
-def _range(text: str, field: str) -> tuple[int, int]:
-    try:
-        lo, hi = (int(x) for x in text.split(":"))
-    except ValueError:
-        raise UserError(f"{field}: expected START:END (inclusive), got {text!r}") from None
-    return lo, hi
-
-
-def _spec(cls, field: str, **kw):
-    from pydantic import ValidationError
-
-    try:
-        return cls(**{k: v for k, v in kw.items() if v is not None})
-    except ValidationError as err:
-        e = err.errors()[0]
-        loc = ".".join(str(x) for x in e["loc"]) or field
-        raise UserError(f"{field}{'.' + loc if loc != field else ''}: {e['msg']}") from None
 
 
 def score_cmd(
@@ -118,7 +100,7 @@ def probe_cmd(
             reads = [int(x) for x in read_layers.split(",") if x.strip()]
         except ValueError:
             raise UserError(f"--read-layers: expected comma-separated integers, got {read_layers!r}") from None
-    spec = _spec(ProbeSpec, "probe", model=model, layer=layer, read_layers=reads, n_items=items, n_perm=perm,
+    spec = build_spec(ProbeSpec, "probe", model=model, layer=layer, read_layers=reads, n_items=items, n_perm=perm,
                  dose=dose, direction_seed=seed, operator=operator,
                  concepts=[c.strip() for c in concepts.split(",") if c.strip()] if concepts else None)
     backend = load_backend(model, device=device)
@@ -134,86 +116,9 @@ def probe_cmd(
               f"{result['seconds']} s; saved -> {out}")
 
 
-PRESETS: dict[str, dict[str, object]] = {
-    "full": {},  # the source's counts: 400 training, 100 held-out directions
-    "demo": {"train_seeds": (500000, 500023), "heldout_seeds": (900000, 900007)},  # make demo: 48 examples, 6 steps
-    "test": {"train_seeds": (500000, 500011), "heldout_seeds": (900000, 900007), "epochs": 2},
-}
-
-
-def known_positive_cmd(
-    out: Path = typer.Option(..., "--out", help="Anchor run directory (pass it to owmi score)."),
-    model: str = typer.Option("embedded", "--model", "-m", help="Model spec."),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda or auto."),
-    preset: str = typer.Option("full", "--preset", help="full (400 train / 100 held-out directions), demo (24 / 8) or test (12 / 8, 2 epochs)."),
-    layer: Optional[int] = typer.Option(None, "--layer", help="Intervened resid_post layer (default: mid-depth)."),
-    train_seeds: Optional[str] = typer.Option(None, "--train-seeds", help="START:END direction seeds for training."),
-    heldout_seeds: Optional[str] = typer.Option(None, "--heldout-seeds", help="START:END held-out direction seeds."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Training epochs over the training directions (default: the preset's)."),
-    dose: Optional[float] = typer.Option(None, "--dose", help="Replace: mixing weight in [0, 1] (default 1, full replacement)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
-    boot: int = typer.Option(2000, "--boot", min=0, help="Bootstrap replicates for the intervals."),
-    new: bool = typer.Option(False, "--new", help="Replace an anchor run with a different spec."),
-    check: bool = typer.Option(False, "--check", help="Then run the adapted model (BASE+peft:OUT/adapter) and its base "
-                               "through owmi run under each --readout and print both detection margins over sham."),
-    readout: Optional[list[str]] = typer.Option(None, "--readout", help="With --check: generated, constrained, choice "
-                                                "(repeat the option; default all three)."),
-    items: int = typer.Option(9, "--items", min=1, max=9, help="With --check: built-in items (9: all)."),
-    probe_tokens: int = typer.Option(24, "--probe-tokens", min=8, help="With --check: the generated answer's token budget "
-                                     "(the JSON answer is about 15 tokens)."),
-) -> None:
-    """Known-positive anchor: LoRA fine-tune to report the intervention in the pipeline's words, held-out check;
-    with --check, the adapted model through owmi run beside its base (Section 7.2)."""
-    from tamperbench.models import load_backend
-    from tamperbench.owmi.analysis.anchor_store import save_anchor, stored_anchor
-    from tamperbench.owmi.analysis.known_positive import KnownPositiveSpec, run_known_positive
-    from tamperbench.owmi.analysis.positive_check import READOUTS, run_check
-
-    if preset not in PRESETS:
-        raise UserError(f"--preset: must be one of {', '.join(PRESETS)}; got {preset!r}")
-    kw: dict[str, object] = dict(PRESETS[preset])
-    if train_seeds:
-        kw["train_seeds"] = _range(train_seeds, "--train-seeds")
-    if heldout_seeds:
-        kw["heldout_seeds"] = _range(heldout_seeds, "--heldout-seeds")
-    kw.update({k: v for k, v in dict(layer=layer, epochs=epochs, dose=dose, learning_rate=lr).items() if v is not None})
-    spec = _spec(KnownPositiveSpec, "known-positive", model=model, **kw)
-    readouts = tuple(readout or READOUTS)
-    for r in readouts:
-        if r not in READOUTS:
-            raise UserError(f"--readout: {r!r} is not one of {', '.join(READOUTS)}")
-    if check and readout is not None:  # a read-out this build cannot run is refused before training
-        from tamperbench.owmi.analysis.positive_check import check_spec
-
-        for r in readouts:
-            check_spec(Path(out) / "adapter", model, spec.layer or 0, r, items=items, seeds=(0,), probe_tokens=probe_tokens)
-    result = None if new else stored_anchor(out, spec, "known_positive")
-    if result is not None and (Path(out) / "adapter" / "adapter_config.json").is_file():
-        stdout_console().print(f"known positive: reusing the adapter trained in {out} with this spec (--new retrains)")
-    else:
-        backend = load_backend(model, device=device)
-        result = run_known_positive(backend, spec, n_boot=boot, adapter_dir=Path(out) / "adapter")
-        save_anchor(out, spec, result, new=new)
-        del backend
-        _print_anchor(result, out)
-    if check:
-        run_check(Path(out), base=model, layer=int(result["layer"]), readouts=readouts, items=items, seeds=(0,),
-                  probe_tokens=probe_tokens, n_boot=boot, console=stdout_console(), strict=readout is not None)
-
-
-def _print_anchor(result: dict, out: Path) -> None:
-    t = result["training"]
-    stdout_console().print(
-        f"known positive at {result['site']}: trained on {t['n_examples']} examples ({len(t['trained_seeds'])} directions, "
-        f"{t['steps']} steps, loss {t['loss_first']:.3f} -> {t['loss_last']:.3f}, {t['seconds']} s); held-out "
-        f"{result['n_heldout']} directions (disjoint: {result['disjoint']}): hits {result['hits']}/{result['n_heldout']}, "
-        f"false alarms {result['false_alarms']}/{result['n_heldout']}, d' = {result['dprime']['estimate']:.4f}, "
-        f"AUROC = {result['auroc']['estimate']:.4f} {tuple(round(x, 4) for x in result['auroc']['ci'])}, errors "
-        f"{result['errors']}/{result['n_trials']} (one-sided 95% bound {result['error_rate_upper95']:.4f}); "
-        f"passes = {result['passes']}; saved -> {out}")
-
-
 def register(app: typer.Typer) -> None:
     app.command("score")(score_cmd)
     app.command("probe")(probe_cmd)
+    from tamperbench.owmi.analysis.kp_cli import known_positive_cmd
+
     app.command("known-positive")(known_positive_cmd)

@@ -164,7 +164,8 @@ def score_runs(paths: Sequence[str | Path], *, n_boot: int = 2000, seed: int = 0
         own = [a for a in anchors if a["kind"] != "probe" or reads_cell(anchor_intervention(a), c)]  # C.8
         probe = _anchor_for(own, "probe", row, row["site"], idents)
         probe_note = None if probe else other_probe_note(c, _anchor_for(anchors, "probe", row, row["site"], idents))
-        kp = _anchor_for(anchors, "known_positive", row, None, idents)
+        kp = _anchor_for([a for a in anchors if a.get("readout") == row.get("readout")], "known_positive_check",
+                         row, row["site"], idents)  # the check through owmi run, this model, site and read-out
         lad = ladders.get(tuple(row[f] for f in LADDER_FIELDS))
         comp = c["detection"]["complete"]
         rcell = recon_cells.get(rc.joint_key(row))

@@ -19,6 +19,20 @@ from tamperbench.owmi.analysis.fmt import (NO_PARSED, READOUTS, cell_label, ci, 
                                            parse_line, readout_parse_note)
 
 
+def check_line(a: dict, weights: str) -> str:
+    """A known-positive check anchor (``positive_check``) in one line: both rows, the floor named."""
+    def row(r: dict | None) -> str:
+        if not r or not r.get("pairs"):
+            return "no complete pair"
+        lo, hi = r["auroc_ci"]
+        return (f"hits {r['hits']}/{r['pairs']}, false alarms {r['false_alarms']}/{r['pairs']}, d' = {r['dprime']:.2f}, "
+                f"AUROC = {r['auroc']:.3f} [{lo:.3f}, {hi:.3f}]")
+
+    return (f"known-positive check through owmi run, {weights} at {a['site']}, read-out {a['readout']} (held-out "
+            f"directions {a['directions'][0]}..{a['directions'][1]}): adapted {row(a.get('adapted'))}; unadapted "
+            f"(leakage floor) {row(a.get('base'))}; passes = {a['passes']} ({a.get('why')})")
+
+
 def _anchor_weights(anchor: dict, who: dict) -> str:
     """The weights an anchor was fitted on, named like the cells it may anchor (``identity.labels``), so a
     reader sees which cells it can attach to (``profile._anchor_for``: equal identity only). An anchor
@@ -153,8 +167,11 @@ def to_markdown(result: dict) -> str:
                        if lay["errors"] == 0 else f"accuracy {lay['accuracy']:.3f} ({lay['errors']} errors in {lay['n_test']})")
                 L.append(f"  - read at layer {lay['read_layer']}: {acc}, null 95% band {band}, passes = {lay['passes']}, "
                          f"source rule (max |null| < 0.1, mis-specified) = {lay.get('source_rule_pass')}")
+        elif a["kind"] == "known_positive_check":
+            L.append(f"- {esc(check_line(a, _anchor_weights(a, who)))}")
         else:
-            L.append(f"- known positive, {esc(_anchor_weights(a, who))} at {a['site']}: {a['n_heldout']} held-out directions "
+            L.append(f"- known positive (the anchor's own token-level diagnostic, evaluate(); the claims read the check "
+                     f"through owmi run), {esc(_anchor_weights(a, who))} at {a['site']}: {a['n_heldout']} held-out directions "
                      f"(seeds {a['heldout_seeds'][0]}..{a['heldout_seeds'][1]}, disjoint from training: "
                      f"{a['disjoint']['at_evaluation']}); hits {a['hits']}/{a['n_heldout']}, false alarms "
                      f"{a['false_alarms']}/{a['n_heldout']}; d' = {a['dprime']['estimate']:.4f}, AUROC = "
