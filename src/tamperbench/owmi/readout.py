@@ -31,7 +31,7 @@ class ReadoutMixin:
         """Ids teacher-forced after the probe context before reading: the JSON prefix under ``choice``."""
         if self.spec.readout != "choice":
             return []
-        return ch.tokenize(tokenizer, ch.closed_set(family, self.n_layers))[0]
+        return ch.tokenize(tokenizer, ch.closed_set(family, self.n_layers)).prefix
 
     def grammar(self, family: str):
         """The ``constrained`` read-out's grammar of ``family`` (a ``JsonGrammar``; None: free text)."""
@@ -56,8 +56,9 @@ class ReadoutMixin:
         if self.spec.readout == "choice":
             assert isinstance(family, str)
             cs = ch.closed_set(family, self.n_layers)
-            scores = ch.score_options(logits, ch.tokenize(tokenizer, cs)[1], _ragged_branch(rows, iv_for),
-                                      ch.cache_row_bytes(rows.cache))
+            tk = ch.tokenize(tokenizer, cs)
+            scores = ch.option_scores(ch.score_options(logits, tk.seqs, _ragged_branch(rows, iv_for),
+                                                       ch.cache_row_bytes(rows.cache)), tk.owner, len(cs.options))
             return {rid: ([], "", "choice", scores[i].tolist()) for i, rid in enumerate(rows.rids)}
         kw = {}
         if self.spec.readout == "constrained":
@@ -77,8 +78,9 @@ class ReadoutMixin:
 
         if self.spec.readout == "choice":
             cs = ch.closed_set(family, self.n_layers)
-            scores = ch.score_options(logits, ch.tokenize(tokenizer, cs)[1],
-                                      _plain_branch(model, cache, start, iv_for_row), ch.cache_row_bytes(cache))
+            tk = ch.tokenize(tokenizer, cs)
+            scores = ch.option_scores(ch.score_options(logits, tk.seqs, _plain_branch(model, cache, start, iv_for_row),
+                                                       ch.cache_row_bytes(cache)), tk.owner, len(cs.options))
             return [([], "", "choice", scores[i].tolist()) for i in range(scores.shape[0])]
         kw = {}
         if self.spec.readout == "constrained":
