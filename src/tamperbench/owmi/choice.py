@@ -19,11 +19,17 @@ the embedded model's tokenizer, and the generated read-out's parser reads them a
 mass the whole set carries after the prefix is recorded (``choice_mass``); under ``MIN_OPTION_MASS``
 the row is unscorable. Detection and confidence read g = P(yes) / (P(yes) + P(no)) (the continuous
 score the AUROC uses) and "detected" = g > 1/2; localization, characterization and reconstruction report the option
-of highest summed log-probability. A one-token option is read off the logits after the prefix; the
-distributions inside longer options come from feeding the option trie's deepest proper prefixes on
-copies of the row's cache (one forward per prefix length), under a fresh copy of the row's own
-intervention in phase ``probe`` -- the hook the generated read-out's decoding steps run under, so the
-intervention is applied identically. Rows per forward are bounded by ``BRANCH_BYTES`` of copied cache.
+of highest summed log-probability. An option's first token is read off the logits after the prefix;
+the distributions inside longer options come from the option trie, in phase ``probe`` under the row's
+own intervention -- the hook the generated read-out's decoding steps run under, so the intervention is
+applied identically:
+
+* the batched engine (:func:`score_rows`) feeds every row's whole trie as one packed block in one
+  forward (``ragged.Rows.tree``: each node attends to its row's cache and its own ancestors, at its
+  own position), whatever the families of the rows, and copies no cache;
+* the reference engine (:func:`score_options`, the oracle the batched one is tested against) feeds
+  the trie's deepest proper prefixes on copies of the row's cache, one forward per prefix length,
+  rows per forward bounded by ``BRANCH_BYTES`` of copied cache.
 """
 
 from __future__ import annotations

@@ -113,3 +113,42 @@ def test_spec_refuses_choice_with_track_c_and_an_unknown_readout():
         parse_spec({**base, "readout": "logits"}, "cfg.json")
     assert str(err.value) == "cfg.json: readout: Input should be 'generated', 'constrained' or 'choice'"
     assert quick_spec().readout == "generated"  # the default is today's read-out, the paper's
+
+
+def test_packed_tries_score_what_the_cache_copies_score():
+    """score_rows (every row's trie in one packed forward) against score_options (one forward per prefix
+    length on copied caches), on a fake model whose next-token logits depend on the whole prefix fed."""
+    vocab = 9
+    gen = torch.Generator().manual_seed(1)
+    table: dict[tuple, torch.Tensor] = {}
+
+    def logits_after(row: int, prefix: tuple) -> torch.Tensor:
+        if (row, prefix) not in table:
+            table[(row, prefix)] = torch.randn(vocab, generator=gen)
+        return table[(row, prefix)]
+
+    per_row = [[[1, 2, 3], [1, 5], [4]], [[7, 8], [7, 6, 2, 2], [3, 3]], [[1, 2, 3], [1, 5], [4]]]
+    first = torch.stack([logits_after(r, ()) for r in range(3)])
+    packed_calls = []
+
+    def tree(nodes):
+        packed_calls.append([len(n) for n in nodes])
+        w = max(len(n) for n in nodes)
+        out = torch.zeros(len(nodes), w, vocab)
+        for r, ns in enumerate(nodes):
+            for j in range(len(ns)):  # the node's prefix: its ancestors' tokens, then its own
+                path, k = [], j
+                while k >= 0:
+                    path.append(ns[k][0])
+                    k = ns[k][1]
+                out[r, w - len(ns) + j] = logits_after(r, tuple(reversed(path)))
+        return out
+
+    got = ch.score_rows(first, per_row, tree, vocab)
+    assert len(packed_calls) == 1  # one forward for every row's whole trie
+    for r, seqs in enumerate(per_row):
+        def branch(parents, blocks, r=r):
+            return torch.stack([torch.stack([logits_after(r, tuple(b[: j + 1])) for j in range(len(b))])
+                                for b in blocks])
+        want = ch.score_options(first[r: r + 1], seqs, branch, row_bytes=1)[0]
+        assert got[r].tolist() == pytest.approx(want.tolist(), abs=1e-6)
