@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-_IMPORT = re.compile(r"(?<![\w/-])tamperbench(?=\.[a-z_]|\s+import\b)")
+_IMPORT = re.compile(r"(?<![\w/-])tamperbench(?=\.[a-z_]|\s+import\b|[ \t]*$)", re.M)
 
 
 def load_old(commit: str, name: str = "tamperbench_old") -> ModuleType:

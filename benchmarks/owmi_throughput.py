@@ -244,8 +244,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--kp-adapter", default=None)
     ap.add_argument("--kp-layer", type=int, default=15)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.threads:
+        torch.set_num_threads(a.threads)
     from tamperbench.sleight import roofline
 
     holder: dict = {}
@@ -265,6 +268,8 @@ def main(argv: list[str] | None = None) -> dict:
         for k in range(a.repeats):
             for p in (pkgs if k % 2 == 0 else pkgs[::-1]):
                 runs[p].append(one_run(p, sp[p][wl], holder, peak, bw))
+                print(f"# {wl} {p}: {runs[p][-1]['seconds']:.1f} s, {runs[p][-1]['records']} records; "
+                      f"{json.dumps(runs[p][-1]['phases'])}", file=sys.stderr, flush=True)
         entry = {"records": runs["tamperbench"][0]["records"],
                  "new": {"seconds": [round(r["seconds"], 1) for r in runs["tamperbench"]],
                          "phases": runs["tamperbench"][-1]["phases"]}}
