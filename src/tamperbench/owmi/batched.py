@@ -7,6 +7,12 @@ Here each of those is one batch (``ragged.Rows``): the model conditions of the s
 sham, random_unit, random_matched), times the scopes where the probe differs by scope, each row
 under its own row-targeted hook, finished rows compacted away.
 
+Probe families: on tracks A, B_masked and B_visible every family of the track is a block of rows of
+the same batch (the probes differ in length: ragged rows), so a track's probes cost one prefill of
+their tails and one decoding loop (or, under ``choice``, one packed forward of every row's option
+trie), not one per family; the observer's families likewise. Families run together as far as memory
+allows (``_family_batches``, models/memory.py).
+
 Shared prefixes: the tokens before the first declared position (system prompt and turn header)
 are identical in every row and no hook alters them, so they are prefilled once, unhooked, and the
 one-row cache is forked into every batch that starts with them (``ragged.PrefixCache``: the same
@@ -35,6 +41,7 @@ from tamperbench.owmi import forward as fw
 from tamperbench.owmi.probes import probe_text
 
 BASE = "__baseline__"  # the unhooked row of a teacher-forced batch
+OBSERVER_MEMO = 64  # observer batches kept for later units reading the same record (owmi/batched.py observe_rows)
 
 
 class BatchedMixin:
@@ -88,29 +95,45 @@ class BatchedMixin:
         defs = [(c, s) for c in conds for s in scopes]
         if track == "B_visible":
             self.task_rows(unit)
-        out, prefixes, base = {}, None, None
-        for fam in families:
-            ctxs = {c: self._context(unit, track, fam, c) for c in conds}
-            pre = [ctxs[c].ids[: ctxs[c].split] for c, _ in defs]
-            if pre != prefixes:
-                prefixes = pre
-                first = min((min(ctxs[c].declared) for c in conds if ctxs[c].declared), default=min(map(len, pre)))
-                base, fork = self.prefix.rows(self.model, pre, first, defs)
-                for c, s in defs:
-                    base.attach((c, s), self.make_iv(unit, c, ctxs[c].declared, s))
-                base.extend([p[fork:] for p in pre], "prefill")
-            rows = base.select(range(len(defs)), defs)
-            for rid, iv in base.ivs:
-                rows.attach(rid, iv)
-            forced = self.forced(fam, self.b.tokenizer)
-            logits = rows.extend([ctxs[c].ids[ctxs[c].split:] + forced for c, _ in defs], "probe")[:, -1]
-            got = self.answer_rows(rows, logits, fam, max_new, self.eos,
-                                   lambda rid, ctxs=ctxs: self.make_iv(unit, rid[0], ctxs[rid[0]].declared, rid[1]),
-                                   self.b.tokenizer)
+        ctxs = {(f, c): self._context(unit, track, f, c) for f in families for c in conds}
+        groups: dict[tuple, list[str]] = {}  # the rows' prefixes -> the families sharing them
+        for f in families:
+            groups.setdefault(tuple(tuple(ctxs[(f, c)].ids[: ctxs[(f, c)].split]) for c, _ in defs), []).append(f)
+        out = {}
+        for pre, fams in groups.items():
+            f0 = fams[0]
+            first = min((min(ctxs[(f0, c)].declared) for c in conds if ctxs[(f0, c)].declared),
+                        default=min(map(len, pre)))
+            base, fork = self.prefix.rows(self.model, [list(p) for p in pre], first, defs)
             for c, s in defs:
-                ctx = ctxs[c]
-                out[(c, fam, s)] = (ctx.text, ctx.ids, ctx.declared, got[(c, s)])
+                base.attach((c, s), self.make_iv(unit, c, ctxs[(f0, c)].declared, s))
+            base.extend([p[fork:] for p in pre], "prefill")
+            for part in self._family_batches(fams, len(defs), max(len(p) for p in pre)):
+                rids = [(c, s, f) for f in part for c, s in defs]
+                rows = base.select([i for _ in part for i in range(len(defs))], rids)
+                for c, s, f in rids:  # a fresh copy of the row's hook (the probe phase keeps no state)
+                    rows.attach((c, s, f), self.make_iv(unit, c, ctxs[(f, c)].declared, s))
+                tails = [ctxs[(f, c)].ids[ctxs[(f, c)].split:] + self.forced(f, self.b.tokenizer) for c, s, f in rids]
+                logits = rows.extend(tails, "probe")[:, -1]
+                got = self.answer_rows(rows, logits, {rid: rid[2] for rid in rids}, max_new, self.eos,
+                                       lambda rid: self.make_iv(unit, rid[0], ctxs[(rid[2], rid[0])].declared, rid[1]),
+                                       self.b.tokenizer)
+                for c, s, f in rids:
+                    ctx = ctxs[(f, c)]
+                    out[(c, f, s)] = (ctx.text, ctx.ids, ctx.declared, got[(c, s, f)])
         return out
+
+    def _family_batches(self, fams: list[str], per_family: int, length: int) -> list[list[str]]:
+        """Probe families run together, ``per_family`` rows each, as many per batch as memory allows
+        (models/memory.py ``ragged_rows`` at the context's length plus the answer budget): every family of a
+        track in one batch whenever they fit."""
+        from tamperbench.models.memory import ragged_rows
+
+        budget = length + max(self.spec.probe_max_new_tokens, 64)
+        fit = ragged_rows(self.model, next(self.model.parameters()).device, length=budget,
+                          limit=per_family * len(fams), block_tokens=self.spec.js_chunk).rows
+        k = max(1, fit // max(1, per_family))
+        return [fams[i: i + k] for i in range(0, len(fams), k)]
 
     def probe_delayed_rows(self, unit, families, scopes, max_new: int) -> dict:
         """Tracks B_delayed and C: a later user turn on each condition's own task cache; rows
@@ -153,18 +176,23 @@ class BatchedMixin:
         msgs = {f: cx.observer_prompt(record, probe_text(f, person="third", n_layers=self.n_layers)) for f in families}
         ids = {f: backend.chat_ids(msgs[f], system=unit.system) for f in families}
         fams = list(families)
+        # the observer reads text only: units whose visible record is the same text (every cell, dose and
+        # seed of an item on Track A) get the very batch computed once, not an equal one recomputed
+        memo = self.__dict__.setdefault("_observed", {})
+        key = (id(backend.model), tuple(tuple(ids[f]) for f in fams), max_new)
+        if key in memo:
+            return memo[key]
+        while len(memo) >= OBSERVER_MEMO:
+            memo.pop(next(iter(memo)))
+        memo[key] = self._observe_batch(backend, unit, msgs, ids, fams, max_new)
+        return memo[key]
+
+    def _observe_batch(self, backend, unit, msgs: dict, ids: dict, fams: list, max_new: int) -> dict:
         rows, fork = self.prefix.rows(backend.model, [ids[f] for f in fams], 1 << 30, fams)
-        if self.spec.readout == "choice":  # each family reads its own closed set: one batch each
-            got = {}
-            for i, f in enumerate(fams):
-                one = rows.select([i], [f])
-                logits = one.extend([ids[f][fork:] + self.forced(f, backend.tokenizer)], "probe")[:, -1]
-                got.update(self.answer_rows(one, logits, f, max_new, set(backend.eos_ids), lambda rid: None,
-                                            backend.tokenizer))
-        else:
-            logits = rows.extend([ids[f][fork:] for f in fams], "probe")[:, -1]
-            got = self.answer_rows(rows, logits, {f: f for f in fams}, max_new, set(backend.eos_ids), lambda rid: None,
-                                   backend.tokenizer)
+        # every family in one batch: under choice each row reads its own family's closed set
+        logits = rows.extend([ids[f][fork:] + self.forced(f, backend.tokenizer) for f in fams], "probe")[:, -1]
+        got = self.answer_rows(rows, logits, {f: f for f in fams}, max_new, set(backend.eos_ids), lambda rid: None,
+                               backend.tokenizer)
         return {f: (backend.chat_text(msgs[f], system=unit.system), ids[f],
                     probe_text(f, person="third", n_layers=self.n_layers), got[f]) for f in fams}
 

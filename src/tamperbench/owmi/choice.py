@@ -10,17 +10,26 @@ what is read is a token-level quantity, not a verbal report: C.7 keeps verbalise
 token-level probabilities apart, and so do the records (``choice_g``, ``choice_logprobs``; the verbal
 ``graded`` and ``confidence`` stay empty) and every output (the read-out is part of the cell key).
 
-Scoring. An option's score is the sum of its tokens' teacher-forced log-probabilities. An option whose
-tokens are a proper prefix of another option's (layer "1" of layer "12") is followed by the JSON
-delimiter that closes it (``"`` after a string, ``}`` after the layer number), so the closed set is
-prefix-free and the option probabilities are parts of one distribution. Detection and confidence read
-g = P(yes) / (P(yes) + P(no)) from the next-token log-probabilities (the continuous score the AUROC
-uses) and "detected" = g > 1/2; localization, characterization and reconstruction report the option
-of highest summed log-probability. A one-token option is read off the logits after the prefix; the
-distributions inside longer options come from feeding the option trie's deepest proper prefixes on
-copies of the row's cache (one forward per prefix length), under a fresh copy of the row's own
-intervention in phase ``probe`` -- the hook the generated read-out's decoding steps run under, so the
-intervention is applied identically. Rows per forward are bounded by ``BRANCH_BYTES`` of copied cache.
+Scoring. A written option's score is the sum of its tokens' teacher-forced log-probabilities. Every
+option is followed by the JSON delimiter that closes it (``"`` after a string, ``}`` after the layer
+number: layer "3" as "3}" like layer "1", which would otherwise prefix "12"), so the closed set is
+prefix-free and the option probabilities are parts of one distribution. An option's probability sums
+its written variants ("yes", "Yes", "YES", each with and without a leading space: distinct tokens to
+the embedded model's tokenizer, and the generated read-out's parser reads them all as "yes"). The
+mass the whole set carries after the prefix is recorded (``choice_mass``); under ``MIN_OPTION_MASS``
+the row is unscorable. Detection and confidence read g = P(yes) / (P(yes) + P(no)) (the continuous
+score the AUROC uses) and "detected" = g > 1/2; localization, characterization and reconstruction report the option
+of highest summed log-probability. An option's first token is read off the logits after the prefix;
+the distributions inside longer options come from the option trie, in phase ``probe`` under the row's
+own intervention -- the hook the generated read-out's decoding steps run under, so the intervention is
+applied identically:
+
+* the batched engine (:func:`score_rows`) feeds every row's whole trie as one packed block in one
+  forward (``ragged.Rows.tree``: each node attends to its row's cache and its own ancestors, at its
+  own position), whatever the families of the rows, and copies no cache;
+* the reference engine (:func:`score_options`, the oracle the batched one is tested against) feeds
+  the trie's deepest proper prefixes on copies of the row's cache, one forward per prefix length,
+  rows per forward bounded by ``BRANCH_BYTES`` of copied cache.
 """
 
 from __future__ import annotations
@@ -34,8 +43,18 @@ import torch
 
 BRANCH_BYTES = 256 * 2**20  # copied KV cache (plus its logits) per branch forward
 CLOSED_FAMILIES: tuple[str, ...] = ("detection", "confidence", "localization", "characterization", "reconstruction")
-SCORING = ("sum of the teacher-forced log-probabilities of the option's tokens after the teacher-forced JSON prefix; "
-           "an option whose tokens are a proper prefix of another option's also takes the closing delimiter")
+SCORING = ("sum of the teacher-forced log-probabilities of the option's tokens, closing delimiter included, after the "
+           "teacher-forced JSON prefix; an option's probability is the sum over its written variants (lower, "
+           "Capitalized and UPPER case for string options, each with and without a leading space)")
+# An option set carrying less probability than this after the forced prefix (P of every variant of every
+# option, ``choice_mass``) does not say what the model would answer: such a row is recorded as unscorable
+# (parse_ok False, choice_scorable False, parse_error naming this constant), so each cell's report-parse
+# rate counts it and no detection statistic reads it.
+MIN_OPTION_MASS = 0.1
+UNSCORABLE = "option mass {mass:.3g} < MIN_OPTION_MASS {min}: unscorable (the options carry too little probability)"
+# Under the active scope the hook stays on at the answer slot, so what g reads there is the hook's
+# first-order effect on the next-token distribution, not a report (Section 3.6): such records say so.
+ACTIVE_LABEL = "first-order leakage"
 
 
 @dataclass(frozen=True)
@@ -55,10 +74,24 @@ class ClosedSet:
     def close(self) -> str:
         return '"' if self.string else "}"
 
-    def detail(self) -> dict:
-        """What a record names as its read-out (``readout_detail``)."""
-        return {"readout": "choice", "kind": "token-level read-out (not a verbal report)", "prefix": self.prefix,
-                "options": list(self.options), "close": self.close, "score": SCORING}
+    def variants(self, option: str) -> tuple[str, ...]:
+        """The written forms of ``option`` whose probabilities are summed, each closed by ``close``: every
+        form the generated read-out's parser reads as this option (it lower-cases and strips strings),
+        lower/Capitalized/UPPER for strings, each with and without a leading space."""
+        cases = [option, option.capitalize(), option.upper()] if self.string else [option]
+        return tuple(dict.fromkeys(f"{sp}{c}{self.close}" for c in cases for sp in ("", " ")))
+
+    def detail(self, scope: str | None = None) -> dict:
+        """What a record names as its read-out (``readout_detail``); ``scope`` the record's hook scope
+        (active: labelled first-order leakage, Section 3.6)."""
+        out = {"readout": "choice", "kind": "token-level read-out (not a verbal report)", "prefix": self.prefix,
+               "options": list(self.options), "close": self.close, "variants": "case and leading-space variants summed",
+               "score": SCORING, "min_option_mass": MIN_OPTION_MASS}
+        if scope == "active":
+            out["label"] = ACTIVE_LABEL
+            out["label_reason"] = ("active scope: the hook is on at the answer slot, so g is first-order leakage "
+                                   "by construction (Section 3.6)")
+        return out
 
 
 def has_closed_set(family: str) -> bool:
@@ -80,18 +113,29 @@ def closed_set(family: str, n_layers: int) -> ClosedSet:
     raise ValueError(f"probe family {family!r} has no closed option set")
 
 
-_TOKENS: dict[tuple, tuple[list[int], list[list[int]]]] = {}
+_TOKENS: dict[tuple, Tokens] = {}
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """A closed set under a tokenizer: the forced prefix's ids, every variant's ids (``seqs``) and the
+    option each variant belongs to (``owner``, an index into ``ClosedSet.options``)."""
+
+    prefix: list[int]
+    seqs: list[list[int]]
+    owner: list[int]
 
 
 def _proper_prefix(a: Sequence[int], others: Sequence[Sequence[int]]) -> bool:
     return any(len(b) > len(a) and list(b[: len(a)]) == list(a) for b in others)
 
 
-def tokenize(tokenizer, cs: ClosedSet) -> tuple[list[int], list[list[int]]]:
-    """(prefix ids, each option's ids). An option's ids are the tail of the tokenization of prefix +
-    option where that starts with the prefix's own ids (the text a model would write), else the option
-    tokenized on its own; an option whose ids are a proper prefix of another's (layer 1 of layer 12)
-    takes its closing delimiter too, so the set is prefix-free and its probabilities add up."""
+def tokenize(tokenizer, cs: ClosedSet) -> Tokens:
+    """The prefix ids and each option variant's ids. A variant's ids are the tail of the tokenization of
+    prefix + variant where that starts with the prefix's own ids (the text a model would write), else the
+    variant tokenized on its own. Every variant ends with the closing delimiter, so no option's variant
+    is a proper prefix of another's (layer 1 of layer 12, yes of yesterday) and the probabilities add up;
+    a clash left (two options writing the same ids) is refused with the options named."""
     key = (id(tokenizer), cs)
     if key not in _TOKENS:
         enc = lambda s: list(tokenizer(s, add_special_tokens=False)["input_ids"])  # noqa: E731
@@ -101,13 +145,27 @@ def tokenize(tokenizer, cs: ClosedSet) -> tuple[list[int], list[list[int]]]:
             full = enc(cs.prefix + text)
             return full[len(pre):] if full[: len(pre)] == pre and len(full) > len(pre) else enc(text)
 
-        bare = [tail(o) for o in cs.options]
-        opts = [tail(o + cs.close) if _proper_prefix(b, bare) else b for o, b in zip(cs.options, bare)]
-        clash = [o for o, ids in zip(cs.options, opts) if _proper_prefix(ids, opts) or opts.count(ids) > 1]
+        seqs, owner = [], []
+        for k, o in enumerate(cs.options):
+            for v in cs.variants(o):
+                ids = tail(v)
+                if ids not in seqs:
+                    seqs.append(ids)
+                    owner.append(k)
+                elif owner[seqs.index(ids)] != k:
+                    raise ValueError(f"{cs.family}: options {[cs.options[owner[seqs.index(ids)]], o]} are not distinct "
+                                     "token sequences under this tokenizer")
+        clash = sorted({cs.options[k] for ids, k in zip(seqs, owner) if _proper_prefix(ids, seqs)})
         if clash:
             raise ValueError(f"{cs.family}: options {clash} are not distinct token sequences under this tokenizer")
-        _TOKENS[key] = (pre, opts)
+        _TOKENS[key] = Tokens(pre, seqs, owner)
     return _TOKENS[key]
+
+
+def option_scores(seq_scores: torch.Tensor, owner: Sequence[int], n_options: int) -> torch.Tensor:
+    """(rows, options) log-probabilities: each option's variants summed in probability (logsumexp)."""
+    own = torch.tensor(list(owner))
+    return torch.stack([torch.logsumexp(seq_scores[:, own == k], dim=1) for k in range(n_options)], dim=1)
 
 
 # branch(parents, blocks): logits (len(parents), L, V) of feeding the equal-length ``blocks`` (L tokens
@@ -150,6 +208,54 @@ def score_options(logits: torch.Tensor, options: Sequence[Sequence[int]], branch
     return out
 
 
+# tree(nodes): logits (rows, W, V) of feeding each row's option trie as one packed block (``ragged.Rows.tree``):
+# row r's node j, at column W - len(nodes[r]) + j, is the distribution after that node's prefix
+Tree = Callable[[list[list[tuple[int, int]]]], torch.Tensor]
+TREE_BYTES = 512 * 2**20  # float32 logits of one packed-trie forward (rows x nodes x vocabulary)
+
+
+def trie(seqs: Sequence[Sequence[int]]) -> tuple[list[tuple[int, int]], dict[tuple, int]]:
+    """The proper prefixes (length >= 1) of ``seqs`` as packed-trie nodes: (token, parent node or -1),
+    parents first; and prefix -> node index. A node's logits are the distribution after its prefix."""
+    nodes: list[tuple[int, int]] = []
+    at: dict[tuple, int] = {}
+    for ids in seqs:
+        for j in range(1, len(ids)):
+            p = tuple(ids[:j])
+            if p not in at:
+                at[p] = len(nodes)
+                nodes.append((int(ids[j - 1]), at.get(p[:-1], -1)))
+    return nodes, at
+
+
+def score_rows(logits: torch.Tensor, per_row: Sequence[Sequence[Sequence[int]]], tree: Tree,
+               vocab: int) -> list[torch.Tensor]:
+    """Summed log-probabilities (float64) of ``per_row[r]``'s sequences after row r's ``logits`` (rows, V),
+    every row's option trie fed in one packed forward (``tree``; rows split so one forward's logits stay
+    under ``TREE_BYTES``). The same sums as :func:`score_options`, without a copy of any cache."""
+    lp0 = torch.log_softmax(logits.float(), dim=-1)
+    tries = [trie(seqs) for seqs in per_row]
+    out = [torch.zeros(len(seqs), dtype=torch.float64) for seqs in per_row]
+    for r, seqs in enumerate(per_row):
+        first = torch.tensor([ids[0] for ids in seqs])
+        out[r] += lp0[r, first].double()
+    need = [r for r in range(len(per_row)) if tries[r][0]]
+    width = max((len(tries[r][0]) for r in need), default=0)
+    per = max(1, TREE_BYTES // max(1, width * vocab * 4))
+    for lo in range(0, len(need), per):
+        part = need[lo: lo + per]
+        got = tree([tries[r][0] if r in part else [] for r in range(len(per_row))])
+        w = got.shape[1]
+        for r in part:
+            nodes, at = tries[r]
+            cols = torch.arange(w - len(nodes), w)
+            lp = torch.log_softmax(got[r, cols].float(), dim=-1)
+            for k, ids in enumerate(per_row[r]):
+                out[r][k] += sum(float(lp[at[tuple(ids[:j])], ids[j]]) for j in range(1, len(ids)))
+        del got
+    return out
+
+
 def cache_row_bytes(cache) -> int:
     """Bytes of one row of a KV cache (what a branch copies per option row)."""
     layers = getattr(cache, "layers", [])
@@ -162,10 +268,15 @@ def cache_row_bytes(cache) -> int:
 
 
 def fields(cs: ClosedSet, lps: Sequence[float]) -> dict:
-    """The record fields of one row's option scores: parsed by construction, token-level fields only."""
+    """The record fields of one row's option log-probabilities (variants summed): token-level fields only,
+    the option mass (``choice_mass``) and whether it reaches ``MIN_OPTION_MASS`` (else unscorable)."""
     lps = [float(x) for x in lps]
     best = max(range(len(lps)), key=lambda i: lps[i])
-    out: dict = {"parse_ok": True, "parse_error": None, "corrupted": False,
+    mass = math.fsum(math.exp(x) for x in lps)
+    ok = mass >= MIN_OPTION_MASS
+    # corrupted None: nothing is decoded, so corruption is not measurable under this read-out
+    out: dict = {"parse_ok": ok, "parse_error": None if ok else UNSCORABLE.format(mass=mass, min=MIN_OPTION_MASS),
+                 "corrupted": None, "choice_mass": mass, "choice_scorable": ok,
                  "choice_logprobs": json.dumps(dict(zip(cs.options, lps)))}
     if cs.family in ("detection", "confidence"):
         top = max(lps[0], lps[1])

@@ -137,6 +137,7 @@ class Intervention:
         self.seed = int(seed)
         self.phase: Phase = "prefill"
         self.offset = 0
+        self.cols_at: list[int] | None = None  # absolute position of each column when not offset + column
         self.altered: list[int] = []  # absolute positions altered so far (prefill and later)
         self.delta_norms: list[float] = []  # L2 norm of the change at each altered position (row-mean)
         self.calls = 0
@@ -161,12 +162,13 @@ class Intervention:
         old = self.target.read(act)[:, idx].float()
         if self.identity:
             return None
-        eps = noise_draw(self.seed, [self.offset + c for c in cols], old.shape[-1]) if self.operator == "noise" else None
+        at = [self.cols_at[c] if self.cols_at is not None else self.offset + c for c in cols]
+        eps = noise_draw(self.seed, at, old.shape[-1]) if self.operator == "noise" else None
         new = apply_operator(self.operator, self.dose, old, direction=self.direction, reference=self.reference, eps=eps)
         out = self.target.write(act, idx, new, old)
         change = (out[:, idx].float() - act[:, idx].float()).flatten(2).norm(dim=-1).mean(0)
         self.delta_norms.extend(change.tolist())
-        self.altered.extend(self.offset + c for c in cols)
+        self.altered.extend(at)
         return out
 
     def hook_pairs(self) -> list[tuple[str, Callable]]:

@@ -131,6 +131,54 @@ class Rows:
         self.mask, self.pos = mask, self.pos + lens
         return out.logits[:, -keep:].float()
 
+    @torch.inference_mode()
+    def tree(self, nodes: Sequence[Sequence[tuple[int, int]]], phase: Phase) -> torch.Tensor:
+        """Feed each row's packed trie in one forward and leave the cache as it was: ``nodes[r]`` is a list of
+        (token, parent index in the list or -1), parents first. Node j sits at position ``pos[r] + depth``
+        and attends to the row's real columns and to its own ancestors only (a 4-D mask), so its logits
+        are those of feeding its prefix alone after the row -- every option of a closed set scored in one
+        forward, no cache copied (``choice.score_rows``). Returns float32 logits (rows, W, V), row r's
+        node j at column ``W - len(nodes[r]) + j``. Hooks see each column's absolute position
+        (``Intervention.cols_at``: the noise operator draws by position)."""
+        b = len(self.rids)
+        assert len(nodes) == b, (len(nodes), b)
+        w = max(1, max(len(n) for n in nodes))
+        c = self.mask.shape[1]
+        ids = torch.zeros(b, w, dtype=torch.long)
+        pos = self.pos[:, None].repeat(1, w)
+        allowed = torch.zeros(b, w, c + w, dtype=torch.bool)
+        for r, ns in enumerate(nodes):
+            off = w - len(ns)
+            depth: list[int] = []
+            for j, (tok, par) in enumerate(ns):
+                depth.append(0 if par < 0 else depth[par] + 1)
+                col = off + j
+                ids[r, col], pos[r, col] = tok, self.pos[r] + depth[j]
+                allowed[r, col, :c] = self.mask[r]
+                allowed[r, col, c + col] = True
+                while par >= 0:
+                    allowed[r, col, c + off + par] = True
+                    par = ns[par][1]
+            for col in range(off):  # padding: attends to itself alone, read by no one
+                allowed[r, col, c + col] = True
+        for rid, iv in self.ivs:
+            if rid in self.rids:
+                r = self.rids.index(rid)
+                iv.phase, iv.offset, iv.cols_at = phase, int(pos[r, 0]), pos[r].tolist()
+        try:
+            with self._hooks():
+                out = self.model(input_ids=ids.to(self.dev), attention_mask=allowed[:, None].to(self.dev),
+                                 position_ids=pos.to(self.dev), use_cache=True, logits_to_keep=w,
+                                 **{self._kw: self.cache})
+        finally:
+            for _, iv in self.ivs:
+                iv.cols_at = None
+            extra = self.cache.get_seq_length() - c
+            if extra > 0:
+                self.cache.crop(-extra)
+        self.forwards += 1
+        return out.logits[:, -w:].float()
+
     def retire(self, rids: Sequence) -> None:
         """Compact rows ``rids`` away (cache, mask, positions); hooks follow the survivors."""
         keep = [i for i, r in enumerate(self.rids) if r not in set(rids)]

@@ -31,7 +31,7 @@ class ReadoutMixin:
         """Ids teacher-forced after the probe context before reading: the JSON prefix under ``choice``."""
         if self.spec.readout != "choice":
             return []
-        return ch.tokenize(tokenizer, ch.closed_set(family, self.n_layers))[0]
+        return ch.tokenize(tokenizer, ch.closed_set(family, self.n_layers)).prefix
 
     def grammar(self, family: str):
         """The ``constrained`` read-out's grammar of ``family`` (a ``JsonGrammar``; None: free text)."""
@@ -54,11 +54,15 @@ class ReadoutMixin:
         just fed; ``logits`` (rows, V) at its last position; ``iv_for(rid)`` a fresh copy of the row's
         intervention (None: unhooked, the observer). ``family``: the rows' probe family, or rid -> family."""
         if self.spec.readout == "choice":
-            assert isinstance(family, str)
-            cs = ch.closed_set(family, self.n_layers)
-            scores = ch.score_options(logits, ch.tokenize(tokenizer, cs)[1], _ragged_branch(rows, iv_for),
-                                      ch.cache_row_bytes(rows.cache))
-            return {rid: ([], "", "choice", scores[i].tolist()) for i, rid in enumerate(rows.rids)}
+            fams = family if isinstance(family, dict) else {rid: family for rid in rows.rids}
+            sets = {f: ch.closed_set(f, self.n_layers) for f in dict.fromkeys(fams.values())}
+            toks = {f: ch.tokenize(tokenizer, cs) for f, cs in sets.items()}
+            # the tries run under the rows' own hooks, phase probe (the hook each row's probe ran under)
+            seq = ch.score_rows(logits, [toks[fams[rid]].seqs for rid in rows.rids],
+                                lambda nodes: rows.tree(nodes, "probe"), int(logits.shape[-1]))
+            return {rid: ([], "", "choice", ch.option_scores(seq[i][None], toks[fams[rid]].owner,
+                                                             len(sets[fams[rid]].options))[0].tolist())
+                    for i, rid in enumerate(rows.rids)}
         kw = {}
         if self.spec.readout == "constrained":
             from tamperbench.models.decoding.grammar import row_grammars
@@ -77,8 +81,9 @@ class ReadoutMixin:
 
         if self.spec.readout == "choice":
             cs = ch.closed_set(family, self.n_layers)
-            scores = ch.score_options(logits, ch.tokenize(tokenizer, cs)[1],
-                                      _plain_branch(model, cache, start, iv_for_row), ch.cache_row_bytes(cache))
+            tk = ch.tokenize(tokenizer, cs)
+            scores = ch.option_scores(ch.score_options(logits, tk.seqs, _plain_branch(model, cache, start, iv_for_row),
+                                                       ch.cache_row_bytes(cache)), tk.owner, len(cs.options))
             return [([], "", "choice", scores[i].tolist()) for i in range(scores.shape[0])]
         kw = {}
         if self.spec.readout == "constrained":
@@ -94,7 +99,7 @@ class ReadoutMixin:
         return [(ids, tokenizer.decode(ids, skip_special_tokens=True), fin) for ids, fin in got]
 
 
-def _ragged_branch(rows, iv_for) -> ch.Branch:
+def _ragged_branch(rows, iv_for) -> ch.Branch:  # pragma: no cover - kept beside the packed tries for comparison
     """Blocks fed on copies of rows of a ``ragged.Rows``; a parent's copies share one fresh copy of its
     intervention (equal-length blocks: they start at the same position)."""
 

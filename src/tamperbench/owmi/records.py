@@ -106,9 +106,12 @@ class OwmiRun(Record):
     # -- token-level read-out (readout 'choice'; C.7: never mixed with the verbal fields above) ------
     choice_g: float | None = None  # detection/confidence: P(yes) / (P(yes) + P(no)) after the forced prefix
     choice_logprobs: str | None = None  # JSON {option: summed log-probability} over the closed option set
+    choice_mass: float | None = None  # P of every option (variants summed) after the forced prefix
+    choice_scorable: bool | None = None  # choice_mass >= choice.MIN_OPTION_MASS (else parse_ok False: unscorable)
     # -- truth for scoring ----------------------------------------------------------------
     true_category: str | None = None  # the closed-set category of what was altered
-    corrupted: bool = False  # malformed / degenerate generation: an outcome, never evidence
+    corrupted: bool | None = False  # malformed / degenerate generation: an outcome, never evidence
+    # (None: not measurable -- the choice read-out decodes nothing)
     # -- intervention effect ---------------------------------------------------------------
     js_mean: float | None = None  # teacher-forced JS divergence from baseline, mean over positions
     js_max: float | None = None

@@ -297,7 +297,7 @@ def _record(eng, spec, unit, k, res, prov, observers) -> OwmiRun:
         temperature=spec.temperature, top_p=spec.top_p,
         max_new_tokens=(0 if spec.readout == "choice" else spec.reflection_max_new_tokens if d["track"] == "C"
                         else spec.probe_max_new_tokens),
-        readout=spec.readout, readout_detail=_readout_detail(eng, spec, d["probe"]),
+        readout=spec.readout, readout_detail=_readout_detail(eng, spec, d["probe"], d["scope"] if cond != "observer" else None),
         benchmark=cell.benchmark, domain=item.domain, item_id=item.id,
         item_provenance=json.dumps(item.provenance.model_dump(mode="json"), sort_keys=True), gold_answer=item.answer,
         object_kind=cell.obj.kind, site=cell.obj.label, layer=cell.obj.layer, head=cell.obj.head,
@@ -317,12 +317,13 @@ def _record(eng, spec, unit, k, res, prov, observers) -> OwmiRun:
                                                                                              eng.n_layers)))
 
 
-def _readout_detail(eng, spec, family: str) -> str | None:
-    """The record's read-out beyond its name (JSON): choice's forced prefix, options and scoring."""
+def _readout_detail(eng, spec, family: str, scope: str | None = None) -> str | None:
+    """The record's read-out beyond its name (JSON): choice's forced prefix, options and scoring (and,
+    under the active scope, its label: first-order leakage)."""
     if spec.readout == "choice":
         from tamperbench.owmi.choice import closed_set
 
-        return json.dumps(closed_set(family, eng.n_layers).detail())
+        return json.dumps(closed_set(family, eng.n_layers).detail(scope))
     if spec.readout == "constrained":
         g = eng.grammar(family)
         return json.dumps({"readout": "constrained", **(g.provenance() if g is not None else

@@ -80,6 +80,16 @@ class OwmiSpec(BaseModel):
     device: str = "auto"
     dtype: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _choice_scope(cls, data):
+        """Under ``choice`` the default scope is ``lifted`` alone: under ``active`` the hook is still on
+        at the answer slot, so g is first-order leakage by construction (Section 3.6); a spec that
+        names ``scopes`` gets them (active-scope choice records are labelled so)."""
+        if isinstance(data, dict) and data.get("readout") == "choice" and "scopes" not in data:
+            data = {**data, "scopes": ("lifted",)}
+        return data
+
     @field_validator("positions")
     @classmethod
     def _positions(cls, v: str) -> str:

@@ -111,6 +111,9 @@ def corruption(rows: list[dict], n_boot: int, seed: int) -> dict:
              for p in tier_parse_rates([{**r, "parse_ok": bool(r.get("corrupted"))} for r in rows])]
     n_bad = sum(bool(r.get("corrupted")) for r in rows)
     out: dict = {"rates": rates, "corrupted_runs": n_bad, "runs": len(rows)}
+    if rows and all(r.get("corrupted", False) is None for r in rows):  # the choice read-out decodes nothing
+        out["without_corrupted"] = "not measurable: nothing is decoded under this read-out"
+        return out
     if not n_bad:
         out["without_corrupted"] = "identical: no corrupted run in this cell"
         return out
