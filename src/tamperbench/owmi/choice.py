@@ -5,8 +5,9 @@ left 83 to 88% of its reports unparsed; the embedded model here parses none), so
 measures the format before the content. This read-out asks the model nothing new and decodes
 nothing: the probe context is fed exactly as under ``generated``, the answer's JSON prefix is
 teacher-forced (``{"changed": "``), and each option of the family's closed set is scored by its
-teacher-forced log-probability. Every report therefore "parses" by construction (parse rate 1), and
-what is read is a token-level quantity, not a verbal report: C.7 keeps verbalised confidence and
+teacher-forced log-probability. Nothing is decoded, so nothing can fail to parse; a row is unscorable
+instead when its options carry less than ``MIN_OPTION_MASS`` of the probability after the prefix (its
+``parse_ok`` is False and the cell's parse rate counts it), and what is read is a token-level quantity, not a verbal report: C.7 keeps verbalised confidence and
 token-level probabilities apart, and so do the records (``choice_g``, ``choice_logprobs``; the verbal
 ``graded`` and ``confidence`` stay empty) and every output (the read-out is part of the cell key).
 

@@ -27,7 +27,7 @@ def run_cmd(
     readout: Optional[str] = typer.Option(
         None, "--readout", help="How probe answers are read (overrides the spec's 'readout'): generated (decode the JSON "
         "answer; the paper's, the default), constrained (decode under the probe's JSON grammar; needs llguidance) or "
-        "choice (a token-level read-out: score each probe's closed option set; decodes nothing, parses by construction)."),
+        "choice (a token-level read-out: score each probe's closed option set; decodes nothing; a row whose options carry under 10% of the probability is unscorable)."),
     new: bool = typer.Option(False, "--new", help="Discard what the run directory holds and start afresh."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print records, tokens and an ETA; run and store nothing."),
 ) -> None:

@@ -60,7 +60,7 @@ class OwmiSpec(BaseModel):
         "are never pooled): 'generated' (greedy decoding of the JSON answer, then parsed; the paper's), 'constrained' "
         "(decoded under a grammar built from the probe's JSON schema; needs llguidance), or 'choice' (a token-level "
         "read-out: the JSON prefix is teacher-forced and the probe's closed option set scored by log-probability; "
-        "decodes nothing, parses by construction; not a verbal report).")
+        "decodes nothing, rows with too little option mass unscorable; not a verbal report).")
     temperature: Temperature = 0.0
     top_p: float = Field(default=1.0, gt=0, le=1)
     task_max_new_tokens: NewTokens = 24

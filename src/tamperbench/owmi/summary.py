@@ -47,7 +47,7 @@ def render(run_dir: str | Path, console: Console) -> list[tuple]:
         bad = sum(not analysable(r) for r in all_rows)
         cal = store.rows("owmi_calibration") if store.has_table("owmi_calibration") else []
         readout = str(store.spec_dict.get("readout") or "generated")
-    by_construction = " (by construction)" if readout == "choice" else ""
+    by_construction = " (scorable)" if readout == "choice" else ""
     t = Table(title=f"OWMI {run_dir}: runs per track x scope x condition (observer tier in brackets); "
               f"{READOUT_TAGS.get(readout, readout)}")
     for col in ("track", "scope", "condition", "runs", "paired w/ intervention", "parsed", "yes-rate (descr.)",

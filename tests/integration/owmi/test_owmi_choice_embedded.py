@@ -1,4 +1,4 @@
-"""The choice read-out on the embedded model: every record parsed by construction with nothing decoded,
+"""The choice read-out on the embedded model: every record scored (its option mass recorded) with nothing decoded,
 option log-probabilities equal to a teacher-forced forward computed here independently (the
 intervention applied as the generated read-out applies it), and the batched engine equal to the
 one-at-a-time reference engine."""

@@ -76,7 +76,7 @@ def test_choice_auroc_reads_g_and_readouts_share_no_cell_or_pool(tmp_path):
     assert "- choice: a token-level read-out, not a verbal report (C.7)" in md
     line = next(x for x in md.splitlines() if x.startswith("| m @ rev float32 | b · resid\\_post.1") and "(token-level)" in x
                 and "intervention" in x)
-    assert "choice read-out (token-level)" in line and "(1 by construction: token-level read-out)" in line
+    assert "choice read-out (token-level)" in line and "(token-level read-out: unparsed = too little option mass)" in line
 
 
 def test_run_written_before_the_readout_column_scores_as_generated_and_refuses_resume(tmp_path, tb_inprocess):

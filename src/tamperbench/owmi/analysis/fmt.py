@@ -50,13 +50,14 @@ READOUTS = {
                    "verbal report whose format is enforced: its parse rate measures content, not format)",
     "choice": "a token-level read-out, not a verbal report (C.7): the answer's JSON prefix is teacher-forced and each "
               "option of the probe's closed set scored by its log-probability; detection's score is g = P(yes) / "
-              "(P(yes) + P(no)); nothing is decoded, so the parse rate is 1 by construction",
+              "(P(yes) + P(no)); nothing is decoded, so the parse rate counts only rows whose options carry too little "
+              "probability after the forced prefix (choice.MIN_OPTION_MASS) to be scored",
 }
 
 
 def readout_parse_note(readout: str | None) -> str:
     """What a parse rate means under a read-out: empty for a decoded one."""
-    return " (1 by construction: token-level read-out)" if readout == "choice" else ""
+    return " (token-level read-out: unparsed = too little option mass)" if readout == "choice" else ""
 
 
 NO_PARSED = "no parsed pairs"
