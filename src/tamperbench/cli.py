@@ -187,7 +187,7 @@ def demo(
     out: Annotated[Path, typer.Option("--out", help="Folder for the demo's runs and report.")] = Path("runs/demo"),
     model: ModelOpt = "embedded",
 ) -> None:
-    """The main job on the embedded model: answer, Sleight of Word, jury, Exact Words, report."""
+    """The main job on the embedded model: answer, Sleight of Word, jury, Exact Words, OWMI and its claims, report."""
     from tamperbench.demo import run_demo
 
     run_demo(app, out, model)

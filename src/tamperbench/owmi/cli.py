@@ -22,7 +22,7 @@ app = typer.Typer(help="OWMI: intervene on internal objects; can the model repor
 def run_cmd(
     out: Path = typer.Option(..., "--out", help="Run directory (created; resumed when it holds the same spec)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Spec file (JSON); see examples/owmi_full.json."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="quick: embedded model, 3 built-in items, all conditions."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="quick (2 built-in items, 2 seeds, 3 operator doses, all conditions) or demo (the same on 1 item)."),
     model: Optional[str] = typer.Option(None, "--model", help="With --preset: the model spec to test (default embedded)."),
     readout: Optional[str] = typer.Option(
         None, "--readout", help="How probe answers are read (overrides the spec's 'readout'): generated (decode the JSON "

@@ -208,4 +208,11 @@ def quick_spec(**over) -> OwmiSpec:
     return OwmiSpec.model_validate(base)
 
 
-PRESETS = {"quick": quick_spec}
+def demo_spec(**over) -> OwmiSpec:
+    """Demo preset (``tamperbench demo``): the quick preset's axes -- two operators, ``add`` at two doses,
+    sham, random and every other condition, the observer classifier, both scopes, the full probe battery,
+    two seeds -- on one built-in item per benchmark, sized to a minute of CPU under ``readout='choice'``."""
+    return quick_spec(**{"items_per_benchmark": 1, **over})
+
+
+PRESETS = {"quick": quick_spec, "demo": demo_spec}

@@ -19,7 +19,7 @@ app = typer.Typer(help="Sleight of Word: swap a word in the model's own answer a
 def run_cmd(
     out: Path = typer.Option(..., "--out", help="Run directory (created; resumed when it holds the same spec)."),
     model: ModelOpt = "embedded",
-    preset: str = typer.Option("quick", "--preset", help="quick (a few questions/words, 96 tokens) or paper."),
+    preset: str = typer.Option("quick", "--preset", help="quick (a few questions/words, 96 tokens), demo (2 questions, 2 words, 64 tokens) or paper."),
     questions: Optional[int] = typer.Option(None, "--questions", help="Use this many questions."),
     words: Optional[int] = typer.Option(None, "--words", help="Use this many substitutions (Mandela effect first)."),
     trigger: Optional[list[str]] = typer.Option(None, "--trigger", help="Trigger word; repeat for several (default: the)."),

@@ -70,7 +70,12 @@ def _quick() -> Preset:
     return Preset(name="quick", question_ids=QUICK_QUESTIONS, substitutions=QUICK_WORDS, max_new_tokens=96)
 
 
-PRESETS = {"paper": _paper, "quick": _quick}
+def _demo() -> Preset:
+    """``tamperbench demo``: two of the quick questions, the entity phrase and one planted word, 64 tokens."""
+    return Preset(name="demo", question_ids=QUICK_QUESTIONS[:2], substitutions=QUICK_WORDS[:2], max_new_tokens=64)
+
+
+PRESETS = {"paper": _paper, "quick": _quick, "demo": _demo}
 
 
 def get_preset(name: str) -> Preset:
