@@ -64,7 +64,9 @@ def test_effects_and_impact_matching(owmi_run):
     assert rm["match_target_js"] == pytest.approx(target)
     assert abs(rm["match_achieved_js"] - target) <= abs(ru["js_mean"] - target) + 1e-12, \
         "calibration must match the treatment's JS at least as well as the norm-matched control"
-    assert rm["js_mean"] == pytest.approx(rm["match_achieved_js"], rel=1e-6)
+    # calibration and the run forward the same rows inside ragged batches of different widths, so float32
+    # reductions differ in their last bits (seen: relative 1.4e-6); the match itself is checked above
+    assert rm["js_mean"] == pytest.approx(rm["match_achieved_js"], rel=1e-5)
     assert cal and cal[0]["iterations"] >= 3
     assert ru["random_norm"] == pytest.approx(first["intervention"]["delta_norm"], rel=1e-4)
     assert first["intervention"]["causal_effect"] == pytest.approx(

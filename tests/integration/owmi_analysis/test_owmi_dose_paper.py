@@ -56,7 +56,9 @@ def _write(path, *, n_items, doses=(2.0, 4.0, 8.0), sites=("resid_post.10", "res
 
 
 def _cli(*args, block_bayes=False, cwd=None):
-    pre = "import sys; sys.modules['numpyro'] = None; sys.modules['jax'] = None; " if block_bayes else "import sys; "
+    # numpyro marked unimportable (not jax: scipy's array-API helpers look jax up in sys.modules and would
+    # trip over a None there, which a machine without jax never shows)
+    pre = "import sys; sys.modules['numpyro'] = None; " if block_bayes else "import sys; "
     code = pre + "from tamperbench.cli import main; sys.argv = ['tamperbench', *sys.argv[1:]]; main()"
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, "COLUMNS": "200"}, timeout=600)

@@ -77,3 +77,14 @@ def test_margin_against_damage_across_doses_with_kendall_tau():
     assert t["tau_dose"]["tau"] == pytest.approx(1.0)
     assert t["informative_unchanged_doses"] == 1
     assert dose_tables(cells[:1]) == []  # one dose: no ladder
+
+
+def test_kendall_tau_with_tied_doses_falls_back_to_the_asymptotic_p_and_says_so():
+    """scipy has no exact p with ties ("Ties found, exact method cannot be used."): a ladder with a repeated
+    value used to stop `owmi score` with an internal error."""
+    from tamperbench.owmi.analysis.dose_damage import _tau
+
+    tied = _tau([0.1, 0.1, 0.3, 0.4], [1.0, 2.0, 3.0, 4.0])
+    assert tied["method"] == "asymptotic (ties)" and 0 < tied["p_value"] <= 1 and tied["tau"] > 0
+    exact = _tau([0.1, 0.2, 0.3, 0.4], [1.0, 2.0, 3.0, 4.0])
+    assert exact["method"] == "exact" and exact["tau"] == 1.0

@@ -64,7 +64,7 @@ def test_cli_preset_and_explicit_options_combine_before_any_model_loads(monkeypa
         seen.update(kw)
         raise SystemExit(0)
 
-    monkeypatch.setattr(acli, "_spec", stop)
+    monkeypatch.setattr(acli, "build_spec", stop)
     res = CliRunner().invoke(app, ["known-positive", "--out", "/tmp/x", "--preset", "test", "--epochs", "3"])
     assert res.exit_code == 0, res.output
     assert seen["epochs"] == 3 and seen["train_seeds"] == (500000, 500011)

@@ -62,9 +62,20 @@ def divergence_condition(d: dict | None) -> tuple[str, bool | None, str]:
     return name, bool(js < DIVERGENCE_JS), f"mean JS {js:.4f} nats ({DIVERGENCE_RULE})"
 
 
+def _tau(x: list[float], y: list[float]) -> dict:
+    """Kendall's tau with scipy's exact p; with tied values (no exact p exists in scipy) the tau-b statistic and
+    its asymptotic p, the method named in the result."""
+    from scipy.stats import kendalltau
+
+    try:
+        t, method = kendalltau(x, y, method="exact"), "exact"
+    except ValueError:  # "Ties found, exact method cannot be used."
+        t, method = kendalltau(x, y, method="asymptotic"), "asymptotic (ties)"
+    return {"tau": float(t.statistic), "p_value": float(t.pvalue), "method": method}
+
+
 def dose_tables(cells: list[dict]) -> list[dict]:
     """Per dose ladder: margin against damage across doses with Kendall's tau (module text)."""
-    from scipy.stats import kendalltau
 
     from tamperbench.owmi.analysis.score import LADDER_FIELDS, dose_magnitude
 
@@ -86,17 +97,17 @@ def dose_tables(cells: list[dict]) -> list[dict]:
                          "divergence_js_mean": dmg.get("divergence_js_mean")})
         use = [r for r in rows if r["auroc_margin"] is not None and r["delta_task"] is not None]
         entry: dict = {"cell": {f: cs[0]["cell"].get(f) for f in LADDER_FIELDS}, "doses": rows,
-                 "statistic": "Kendall's tau of the AUROC margin against damage (-Delta_task) over doses, exact p"}
+                 "statistic": "Kendall's tau of the AUROC margin against damage (-Delta_task) over doses, exact p "
+                              "(the asymptotic tau-b p where values tie: scipy has no exact p with ties)"}
         if len(use) >= 3 and len({r["delta_task"] for r in use}) > 1 and len({r["auroc_margin"] for r in use}) > 1:
-            t = kendalltau([r["auroc_margin"] for r in use], [-r["delta_task"] for r in use], method="exact")
-            entry["tau_damage"] = {"tau": float(t.statistic), "p_value": float(t.pvalue), "doses": len(use)}
+            entry["tau_damage"] = {**_tau([r["auroc_margin"] for r in use], [-r["delta_task"] for r in use]),
+                                   "doses": len(use)}
         else:
             entry["tau_damage"] = {"tau": None, "p_value": None, "doses": len(use),
                                    "reason": "needs >= 3 doses with a margin and a task score, both varying"}
         m = [r for r in rows if r["auroc_margin"] is not None]
         if len(m) >= 3 and len({r["auroc_margin"] for r in m}) > 1:
-            t = kendalltau([r["magnitude"] for r in m], [r["auroc_margin"] for r in m], method="exact")
-            entry["tau_dose"] = {"tau": float(t.statistic), "p_value": float(t.pvalue), "doses": len(m)}
+            entry["tau_dose"] = {**_tau([r["magnitude"] for r in m], [r["auroc_margin"] for r in m]), "doses": len(m)}
         entry["informative_unchanged_doses"] = sum(1 for r in rows if r["accuracy_unchanged"]
                                                    and r["verdict"] in ("exceeds_sham", "below_sham"))
         out.append(entry)
