@@ -252,6 +252,13 @@ def tb_inprocess(monkeypatch):
             m.delenv("TAMPERBENCH_DEBUG", raising=False)
             for k, v in (env or {}).items():
                 m.setenv(k, v)
+            if (env or {}).get("COLUMNS", "").isdigit():
+                # a subprocess's consoles read COLUMNS when they are made; a module-level rich Console made
+                # earlier in this process (another test, another xdist file) kept the width it had then
+                import rich.console
+
+                cols = int(env["COLUMNS"])  # type: ignore[index]
+                m.setattr(rich.console.Console, "width", property(lambda self: cols, lambda self, value: None))
             if cwd is not None:
                 m.chdir(cwd)
             m.setattr(logging.root, "handlers", [])  # unhandled log records reach stderr (logging.lastResort)

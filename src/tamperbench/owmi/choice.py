@@ -12,9 +12,13 @@ token-level probabilities apart, and so do the records (``choice_g``, ``choice_l
 ``graded`` and ``confidence`` stay empty) and every output (the read-out is part of the cell key).
 
 Scoring. A written option's score is the sum of its tokens' teacher-forced log-probabilities. Every
-option is followed by the JSON delimiter that closes it (``"`` after a string, ``}`` after the layer
-number: layer "3" as "3}" like layer "1", which would otherwise prefix "12"), so the closed set is
-prefix-free and the option probabilities are parts of one distribution. An option's probability sums
+layer number is followed by the JSON delimiter that closes it (``}``: layer "3" as "3}" like layer "1",
+which would otherwise prefix "12"); a string option is closed by ``"`` only where its tokens would
+otherwise be a proper prefix of another option's. Closing every string was tried and is wrong: BPE
+tokenizers write the closing quote merged with what follows (SmolLM2 writes ``yes",`` as ``yes`` +
+``",`` and ``yes"}`` as ``yes`` + ``"}``), so a lone ``"`` token carries little probability and a model
+fine-tuned to answer "yes" scored as unscorable. Either way the closed set is prefix-free and the
+option probabilities are parts of one distribution. An option's probability sums
 its written variants ("yes", "Yes", "YES", each with and without a leading space: distinct tokens to
 the embedded model's tokenizer, and the generated read-out's parser reads them all as "yes"). The
 mass the whole set carries after the prefix is recorded (``choice_mass``); under ``MIN_OPTION_MASS``
@@ -44,7 +48,8 @@ import torch
 
 BRANCH_BYTES = 256 * 2**20  # copied KV cache (plus its logits) per branch forward
 CLOSED_FAMILIES: tuple[str, ...] = ("detection", "confidence", "localization", "characterization", "reconstruction")
-SCORING = ("sum of the teacher-forced log-probabilities of the option's tokens, closing delimiter included, after the "
+SCORING = ("sum of the teacher-forced log-probabilities of the option's tokens (a layer number closed by '}', a "
+           "string closed by '\"' only where it would prefix another option), after the "
            "teacher-forced JSON prefix; an option's probability is the sum over its written variants (lower, "
            "Capitalized and UPPER case for string options, each with and without a leading space)")
 # An option set carrying less probability than this after the forced prefix (P of every variant of every
@@ -75,12 +80,15 @@ class ClosedSet:
     def close(self) -> str:
         return '"' if self.string else "}"
 
-    def variants(self, option: str) -> tuple[str, ...]:
-        """The written forms of ``option`` whose probabilities are summed, each closed by ``close``: every
-        form the generated read-out's parser reads as this option (it lower-cases and strips strings),
-        lower/Capitalized/UPPER for strings, each with and without a leading space."""
+    def variants(self, option: str, closed: bool | None = None) -> tuple[str, ...]:
+        """The written forms of ``option`` whose probabilities are summed: every form the generated read-out's
+        parser reads as this option (it lower-cases and strips strings), lower/Capitalized/UPPER for strings,
+        each with and without a leading space; closed by ``close`` when ``closed`` (default: numbers only;
+        ``tokenize`` closes a string where it would prefix another option)."""
+        closed = (not self.string) if closed is None else closed
         cases = [option, option.capitalize(), option.upper()] if self.string else [option]
-        return tuple(dict.fromkeys(f"{sp}{c}{self.close}" for c in cases for sp in ("", " ")))
+        end = self.close if closed else ""
+        return tuple(dict.fromkeys(f"{sp}{c}{end}" for c in cases for sp in ("", " ")))
 
     def detail(self, scope: str | None = None) -> dict:
         """What a record names as its read-out (``readout_detail``); ``scope`` the record's hook scope
@@ -134,9 +142,10 @@ def _proper_prefix(a: Sequence[int], others: Sequence[Sequence[int]]) -> bool:
 def tokenize(tokenizer, cs: ClosedSet) -> Tokens:
     """The prefix ids and each option variant's ids. A variant's ids are the tail of the tokenization of
     prefix + variant where that starts with the prefix's own ids (the text a model would write), else the
-    variant tokenized on its own. Every variant ends with the closing delimiter, so no option's variant
-    is a proper prefix of another's (layer 1 of layer 12, yes of yesterday) and the probabilities add up;
-    a clash left (two options writing the same ids) is refused with the options named."""
+    variant tokenized on its own. A layer number ends with its closing delimiter, and a string variant
+    whose ids are a proper prefix of another option's gets one too, so no option's variant is a proper
+    prefix of another's (layer 1 of layer 12, yes of yesterday) and the probabilities add up; a clash
+    left (two options writing the same ids) is refused with the options named."""
     key = (id(tokenizer), cs)
     if key not in _TOKENS:
         enc = lambda s: list(tokenizer(s, add_special_tokens=False)["input_ids"])  # noqa: E731
@@ -146,16 +155,19 @@ def tokenize(tokenizer, cs: ClosedSet) -> Tokens:
             full = enc(cs.prefix + text)
             return full[len(pre):] if full[: len(pre)] == pre and len(full) > len(pre) else enc(text)
 
+        cand = [(tail(v), tail(c), k) for k, o in enumerate(cs.options)
+                for v, c in zip(cs.variants(o), cs.variants(o, closed=True))]
         seqs, owner = [], []
-        for k, o in enumerate(cs.options):
-            for v in cs.variants(o):
-                ids = tail(v)
-                if ids not in seqs:
-                    seqs.append(ids)
-                    owner.append(k)
-                elif owner[seqs.index(ids)] != k:
-                    raise ValueError(f"{cs.family}: options {[cs.options[owner[seqs.index(ids)]], o]} are not distinct "
-                                     "token sequences under this tokenizer")
+        for ids, closed_ids, k in cand:
+            o = cs.options[k]
+            if cs.string and _proper_prefix(ids, [b for b, _, j in cand if j != k]):
+                ids = closed_ids  # "yes" of "yesterday": closed by its delimiter
+            if ids not in seqs:
+                seqs.append(ids)
+                owner.append(k)
+            elif owner[seqs.index(ids)] != k:
+                raise ValueError(f"{cs.family}: options {[cs.options[owner[seqs.index(ids)]], o]} are not distinct "
+                                 "token sequences under this tokenizer")
         clash = sorted({cs.options[k] for ids, k in zip(seqs, owner) if _proper_prefix(ids, seqs)})
         if clash:
             raise ValueError(f"{cs.family}: options {clash} are not distinct token sequences under this tokenizer")

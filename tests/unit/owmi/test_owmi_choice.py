@@ -29,13 +29,20 @@ def test_every_option_takes_its_closing_delimiter():
     # every layer is closed the same way: "1}" (which "12" would otherwise extend) and "3}" alike
     closed = [[ord(c) for c in t] for t in ("1}", " 1}", "12}", " 12}", "3}", " 3}")]
     assert tk.seqs == closed and tk.owner == [0, 0, 1, 1, 2, 2]
+    # a string is closed only where it would prefix another option: BPE tokenizers merge the closing quote
+    # with what follows (SmolLM2: yes + '",'), so a lone '"' token carries little probability and closing
+    # every string made a model fine-tuned to answer "yes" unscorable
     det = ch.tokenize(_Tok(), ch.closed_set("detection", 30))
-    assert all(seq[-1] == ord('"') for seq in det.seqs)
+    assert all(seq[-1] != ord('"') for seq in det.seqs)
+    words = ch.tokenize(_Tok(), ch.ClosedSet("characterization", "category", ("yes", "yesterday", "no"), string=True))
+    by_text = {"".join(chr(c) for c in seq): words.owner[i] for i, seq in enumerate(words.seqs)}
+    assert by_text['yes"'] == 0 and by_text["yesterday"] == 1 and by_text["no"] == 2 and "yes" not in by_text
 
 
 def test_case_and_leading_space_variants_are_summed():
     cs = ch.closed_set("detection", 30)
-    assert cs.variants("yes") == ('yes"', ' yes"', 'Yes"', ' Yes"', 'YES"', ' YES"')
+    assert cs.variants("yes") == ("yes", " yes", "Yes", " Yes", "YES", " YES")
+    assert cs.variants("yes", closed=True) == ('yes"', ' yes"', 'Yes"', ' Yes"', 'YES"', ' YES"')
     tk = ch.tokenize(_Tok(), cs)
     assert [cs.options[k] for k in tk.owner] == ["yes"] * 6 + ["no"] * 6
     seq = torch.log(torch.tensor([[0.1, 0.05, 0.2, 0.0, 0.0, 0.05] + [0.3, 0.0, 0.1, 0.0, 0.0, 0.0]]))
