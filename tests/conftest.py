@@ -258,7 +258,9 @@ def tb_inprocess(monkeypatch):
                 import rich.console
 
                 cols = int(env["COLUMNS"])  # type: ignore[index]
-                m.setattr(rich.console.Console, "width", property(lambda self: cols, lambda self, value: None))
+                size = rich.console.Console.size  # rendering reads .size (width and height), .width reads .size
+                m.setattr(rich.console.Console, "size", property(
+                    lambda self: rich.console.ConsoleDimensions(cols, size.fget(self).height), size.fset))
             if cwd is not None:
                 m.chdir(cwd)
             m.setattr(logging.root, "handlers", [])  # unhandled log records reach stderr (logging.lastResort)
