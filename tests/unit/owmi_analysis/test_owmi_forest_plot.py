@@ -10,7 +10,7 @@ from tamperbench.owmi.analysis.profile import score_runs
 from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
 from tamperbench.owmi.site_forest import anchor_rows, forest_figures, forest_rows, short_label
 from tamperbench.store import RunStore
-from tamperbench.store.run_store import trial_key
+from owmi_choice_rows import choice_detection_row
 
 
 class _Spec(BaseModel):
@@ -22,14 +22,7 @@ def _records(model: str, site: str, items: int, gi: float, gs: float):
     for i in range(items):
         pid = f"{model}-{site}-{i}"
         for cond, g in (("intervention", gi), ("sham", gs)):
-            out.append(OwmiRun(
-                key=trial_key([pid, cond]), pair_id=pid, cell_id="c", model=model, model_revision="rev",
-                dtype="float32", quantized=False, temperature=0.0, top_p=1.0, max_new_tokens=8, readout="choice",
-                benchmark="b", domain="knowledge", item_id=f"item{i}", item_provenance="{}", object_kind="resid_post",
-                site=site, layer=3, operator="scale", dose=0.5, positions="task", when="prefill", seed=0,
-                condition=cond, hook_scope="lifted", track="A", probe_family="detection", probe_text="p",
-                prompt_text="t", prompt_ids=[1], intervened_positions=[], response="{}", finish_reason="choice",
-                parse_ok=True, detected=g > 0.5, graded=None, choice_g=g))
+            out.append(choice_detection_row(model=model, site=site, pair_id=pid, item=i, condition=cond, g=g))
     return out
 
 
