@@ -38,9 +38,9 @@ def main() -> None:
     args = ap.parse_args()
     single_thread(args.threads)
     from tamperbench.models import load_backend
-    from tamperbench.owmi.engine import Cell, Engine
-    from tamperbench.owmi.keys import load_items
-    from tamperbench.owmi.spec import quick_spec
+    from tamperbench.owmi.engine.reference import Cell, Engine
+    from tamperbench.owmi.run.keys import load_items
+    from tamperbench.owmi.run.spec import quick_spec
 
     over = {"items_per_benchmark": args.items} if args.items else {}
     specs = {p: quick_spec(calibration=p, device=args.device, **over) for p in ("sequential", "batched")}

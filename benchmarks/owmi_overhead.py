@@ -61,8 +61,8 @@ def forward_overhead(device: str, repeats: int) -> dict:
 
     from tamperbench.models import load_backend
     from tamperbench.models.hooks import hooks
-    from tamperbench.owmi.objects import ObjectSpec, resolve
-    from tamperbench.owmi.operators import Intervention
+    from tamperbench.owmi.engine.objects import ObjectSpec, resolve
+    from tamperbench.owmi.engine.operators import Intervention
 
     b = load_backend("embedded", device=device)
     ids = torch.tensor([_prompt(b, 256)], device=b.device)
@@ -113,9 +113,9 @@ def js_memory(n: int, device: str, chunk: int) -> dict:
     import torch
 
     from tamperbench.models import load_backend
-    from tamperbench.owmi.forward import js_divergence
-    from tamperbench.owmi.objects import ObjectSpec, resolve
-    from tamperbench.owmi.operators import Intervention
+    from tamperbench.owmi.engine.forward import js_divergence
+    from tamperbench.owmi.engine.objects import ObjectSpec, resolve
+    from tamperbench.owmi.engine.operators import Intervention
 
     torch.set_num_threads(1)
     b = load_backend("embedded", device=device)

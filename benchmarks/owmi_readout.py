@@ -30,7 +30,7 @@ from pathlib import Path
 
 
 def trimmed_spec(readout: str, items: int | None, operators: int | None, seeds: int | None, device: str):
-    from tamperbench.owmi.spec import quick_spec
+    from tamperbench.owmi.run.spec import quick_spec
 
     full = quick_spec()
     over = {"readout": readout, "device": device}
@@ -46,7 +46,7 @@ def trimmed_spec(readout: str, items: int | None, operators: int | None, seeds: 
 def one_run(spec) -> dict:
     from rich.console import Console
 
-    from tamperbench.owmi.runner import run
+    from tamperbench.owmi.run.runner import run
 
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()

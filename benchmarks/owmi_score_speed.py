@@ -31,7 +31,7 @@ QUICK_GROUPS = [(op, dose, scope) for op, dose in (("add", 16.0), ("add", 64.0),
 def shape(src: Path, dst: Path) -> int:
     from pydantic import BaseModel
 
-    from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
+    from tamperbench.owmi.protocol.records import RUNS_TABLE, OwmiRun
     from tamperbench.store import RunStore
     from tamperbench.store.run_store import trial_key
 
@@ -63,8 +63,8 @@ def main() -> None:
         return
     import json
 
-    from tamperbench.owmi.analysis import closedset
-    from tamperbench.owmi.analysis.profile import score_runs
+    from tamperbench.owmi.score import closedset
+    from tamperbench.owmi.score.profile import score_runs
 
     fast = closedset._macro_f1_boot
     score_runs([a.run], n_boot=10, dose_boot=2)  # imports and first calls outside the timings

@@ -178,7 +178,7 @@ def collect_quote(runs: list[str]) -> dict | None:
 
 
 def collect_owmi(runs: list[str], anchors: list[str], score_dir: str) -> dict | None:
-    from tamperbench.owmi.summary import SQL
+    from tamperbench.owmi.score.summary import SQL
     from tamperbench.store import RunStore
 
     out: dict = {"runs": []}
@@ -196,7 +196,7 @@ def collect_owmi(runs: list[str], anchors: list[str], score_dir: str) -> dict | 
     out["score_md"] = score_md.read_text() if score_md.is_file() else None
     score_json = Path(score_dir) / "owmi_score.json"
     if score_json.is_file():  # the forest plots' rows: per model, per detection cell (owmi.site_forest)
-        from tamperbench.owmi.site_forest import forest_rows
+        from tamperbench.owmi.score.site_forest import forest_rows
 
         out["forest"] = forest_rows(json.loads(score_json.read_text()))
     return out if out["runs"] else None

@@ -234,7 +234,7 @@ def figures(data: dict, out: Path, fmt: str = "svg") -> dict[str, str]:
         _save(fig, out / f"owmi.{fmt}")
         made["owmi"] = f"results/owmi.{fmt}"
     if o and o.get("forest"):
-        from tamperbench.owmi.site_forest import forest_figure
+        from tamperbench.owmi.score.site_forest import forest_figure
 
         for i, (model, rows) in enumerate(sorted(o["forest"].items())):
             _save(forest_figure(model, rows, []), out / f"owmi_forest_{i}.{fmt}")

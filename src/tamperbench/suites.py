@@ -126,9 +126,9 @@ class Suite:
 
 BUILTIN: tuple[Suite, ...] = (
     Suite(name="owmi", help="OWMI: intervene on internal objects; can the model report it beyond controls?",
-          cli="tamperbench.owmi.cli:app", spec="tamperbench.owmi.spec:OwmiSpec", runner="tamperbench.owmi.runner:run",
-          tables="tamperbench.owmi.summary:render", report="tamperbench.owmi.site:build_section",
-          plan="tamperbench.owmi.plan:run_plan", row_tokens="tamperbench.owmi.plan:unit_row_tokens",
+          cli="tamperbench.owmi.cli:app", spec="tamperbench.owmi.run.spec:OwmiSpec", runner="tamperbench.owmi.run.runner:run",
+          tables="tamperbench.owmi.score.summary:render", report="tamperbench.owmi.score.site:build_section",
+          plan="tamperbench.owmi.run.plan:run_plan", row_tokens="tamperbench.owmi.run.plan:unit_row_tokens",
           needs=("HookBackend", "ScoringBackend")),
     Suite(
         name="sleight",

@@ -277,7 +277,7 @@ def test_train_sae_ranges(tmp_path, args, field):
 def test_train_sae_learning_rate_must_be_finite():
     from pydantic import ValidationError
 
-    from tamperbench.owmi.sae_train import SaeTrainSpec
+    from tamperbench.owmi.controls.sae_train import SaeTrainSpec
 
     with pytest.raises(ValidationError, match="finite"):
         SaeTrainSpec(learning_rate=float("inf"))

@@ -218,7 +218,7 @@ def test_report_counts_a_run_given_twice_or_linked_or_copied_once(tmp_path, tb_i
 def _owmi_run(path: Path) -> Path:
     from pydantic import BaseModel
 
-    from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
+    from tamperbench.owmi.protocol.records import RUNS_TABLE, OwmiRun
 
     class Spec(BaseModel):
         suite: str = "owmi"

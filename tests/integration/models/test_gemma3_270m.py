@@ -97,8 +97,8 @@ def test_owmi_objects_change_exactly_the_object_on_gemma(gemma, kind, op, dose) 
     """OWMI's hooks on Gemma 3 (4 query heads over 1 KV head, normed blocks): the declared object
     changes at the declared positions only, the value computed by hand from an unhooked capture."""
     from tamperbench.models.hooks import hooks
-    from tamperbench.owmi.objects import ObjectSpec, resolve
-    from tamperbench.owmi.operators import Intervention
+    from tamperbench.owmi.engine.objects import ObjectSpec, resolve
+    from tamperbench.owmi.engine.operators import Intervention
 
     model, positions = gemma.model, [3, 5]
     ids = torch.tensor([gemma.tokenizer("The capital of France is Paris.")["input_ids"]])

@@ -69,8 +69,8 @@ def test_constrained_answers_are_json_that_validates(embedded_backend):
 
 def test_grammar_allowing_the_greedy_path_changes_nothing(embedded_backend):
     """Step decoder, OWMI's ragged rows and its one-row loop agree token for token with free greedy."""
-    from tamperbench.owmi import forward as fw
-    from tamperbench.owmi.ragged import Rows
+    from tamperbench.owmi.engine import forward as fw
+    from tamperbench.owmi.engine.ragged import Rows
 
     b = embedded_backend
     g = JsonGrammar.from_schema(CITY)
@@ -127,8 +127,8 @@ def test_grammar_steers_where_greedy_strays_and_follows_forks_and_rollbacks(embe
     assert dec.generated(twin) == steered[:len(dec.generated(twin))]
     jsonschema.validate(json.loads(b.decode(steered[:-1])), CITY)
     # OWMI's ragged rows and one-row loop steer the same way
-    from tamperbench.owmi import forward as fw
-    from tamperbench.owmi.ragged import Rows
+    from tamperbench.owmi.engine import forward as fw
+    from tamperbench.owmi.engine.ragged import Rows
 
     rows = Rows(b.model, fw.new_cache(b.model), torch.zeros(1, 0, dtype=torch.bool), ["g"])
     logits = rows.extend([ids], "prefill")[:, -1]

@@ -5,15 +5,18 @@ from __future__ import annotations
 import pytest
 
 
-def _run_one_unit(backend, spec):
-    """One item of ``spec``'s first cell through the runner's batched engine, as ``owmi run`` does
-    (per context frame -- Track C runs without the introspection system prompt -- prepare, impact
-    effects, execute): returns (engine, the first frame's unit, item, record dicts)."""
-    from tamperbench.owmi.engine import MODEL_CONDITIONS, Cell, Engine
-    from tamperbench.owmi.items import quick_items
-    from tamperbench.owmi.runner import unit_coords, _effects, _execute, planned_keys
+def _run_one_unit(backend, spec, engine=None):
+    """One item of ``spec``'s first cell through the engine ``owmi run`` picks (or the ``engine``
+    class given), as ``owmi run`` does (per context frame -- Track C runs without the introspection
+    system prompt -- prepare, impact effects, execute): returns (engine, the first frame's unit,
+    item, record dicts)."""
+    from tamperbench.owmi.engine import engine_for
+    from tamperbench.owmi.engine.unit import Cell
+    from tamperbench.owmi.run.execute import unit_records
+    from tamperbench.owmi.run.items import quick_items
+    from tamperbench.owmi.run.keys import planned_keys, unit_coords
 
-    eng = Engine(backend, spec, [])
+    eng = engine_for(backend, spec, []) if engine is None else engine(backend, spec, [])
     cell = Cell("embedded", "builtin", spec.objects[0], spec.operators[0])
     item = quick_items(1)[0]
     all_keys = planned_keys(spec, unit_coords(spec, "embedded", "builtin", cell.obj, cell.op, item, 0), [])
@@ -21,8 +24,7 @@ def _run_one_unit(backend, spec):
     for frame, tracks in spec.frames().items():
         unit = eng.prepare(cell, item, 0, 0, frame)
         keys = [k for k in all_keys if k[2]["track"] in tracks]
-        _effects(eng, spec, unit, keys, MODEL_CONDITIONS)
-        rows += [r.model_dump() for g in _execute(eng, spec, unit, keys, "prov", backend, []) for r in g]
+        rows += [r.model_dump() for r in unit_records(eng, unit, keys, provenance_id="prov")]
         units.append(unit)
     return eng, units[0], item, rows
 

@@ -2,7 +2,7 @@
 carry the same numbers ``owmi score`` computes, and the three figures are written.
 
 Synthetic because the site must show a known strong effect beside a null one; the records are the
-engine's own schema (see tests/integration/owmi_analysis/test_owmi_score_synthetic.py).
+engine's own schema (see tests/integration/owmi/score/test_owmi_score_synthetic.py).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
+from tamperbench.owmi.protocol.records import RUNS_TABLE, OwmiRun
 from tamperbench.report.site import build_site
 from tamperbench.store import RunStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "owmi_analysis"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "owmi" / "score"))
 from test_owmi_score_synthetic import SynthSpec, _rows  # noqa: E402
 
 

@@ -93,7 +93,7 @@ def test_quote_dry_run_explicit_batch_size_is_the_cap(tmp_path):
 def _stored_owmi_records(run_dir, spec, keys):
     """A run directory of ``spec`` holding records under ``keys`` (the runner's own keys), the
     other fields placeholders: a dry run reads keys only."""
-    from tamperbench.owmi.records import RUNS_TABLE, OwmiRun
+    from tamperbench.owmi.protocol.records import RUNS_TABLE, OwmiRun
 
     store = RunStore.open(run_dir, spec)
     store.ensure_table(RUNS_TABLE, OwmiRun)
@@ -114,8 +114,8 @@ def test_owmi_quick_dry_run_counts_records_tokens_and_what_is_stored(tmp_path):
     38,976. Then one unit stored: the plan says 50 stored, 550 to run, and the decode bound drops by
     that unit's 50 x 64 + 4 x 12."""
     from tamperbench.owmi.cli import app as owmi_app
-    from tamperbench.owmi.keys import load_items, planned_keys, unit_coords
-    from tamperbench.owmi.spec import quick_spec
+    from tamperbench.owmi.run.keys import load_items, planned_keys, unit_coords
+    from tamperbench.owmi.run.spec import quick_spec
 
     run_dir = tmp_path / "o"
     args = ["run", "--preset", "quick", "--dry-run", "--out", str(run_dir)]

@@ -43,9 +43,9 @@ def _insert(path: Path, line: str) -> None:
     # the model layer reaching up into a suite
     ("models/generate.py", "import tamperbench.sleight.plan  # forbidden", "tamperbench.models.generate -> tamperbench.sleight.plan"),
     # one suite importing another
-    ("quote/tables.py", "import tamperbench.owmi.keys  # forbidden", "tamperbench.quote.tables -> tamperbench.owmi.keys"),
+    ("quote/tables.py", "import tamperbench.owmi.run.keys  # forbidden", "tamperbench.quote.tables -> tamperbench.owmi.run.keys"),
     # the plumbing importing a suite (estimate plans through the registry, never by import)
-    ("estimate.py", "import tamperbench.owmi.plan  # forbidden", "tamperbench.estimate -> tamperbench.owmi.plan"),
+    ("estimate.py", "import tamperbench.owmi.run.plan  # forbidden", "tamperbench.estimate -> tamperbench.owmi.run.plan"),
 ])
 def test_lint_imports_fails_naming_a_forbidden_import(tmp_path, module, line, named):
     tree = _scratch(tmp_path)

@@ -16,7 +16,7 @@ import pytest
 
 from tamperbench.errors import UserError
 from tamperbench.models import memory as M
-from tamperbench.owmi.batched import BatchedMixin
+from tamperbench.owmi.engine.batched import BatchedEngine
 
 
 # The paper preset's context: longest chat prompt 43 tokens, 256 new tokens.
@@ -123,8 +123,8 @@ def test_ragged_rows_fit_the_memory_given(smollm2_shape):
     assert M.ragged_rows(smollm2_shape, "cpu", length=600, limit=10, block_tokens=128, free=2 * 164_718_972).rows == 2
 
 
-class _Calib(BatchedMixin):
-    def __init__(self, model):
+class _Calib(BatchedEngine):
+    def __init__(self, model):  # only what calibration_groups reads: the model's shape and js_chunk
         self.model, self.spec = model, SimpleNamespace(js_chunk=128)
 
 

@@ -12,7 +12,7 @@ import io
 from rich.console import Console
 
 from tamperbench.estimate import NoStore
-from tamperbench.owmi.plan import pending_units as owmi_pending
+from tamperbench.owmi.run.plan import pending_units as owmi_pending
 from tamperbench.progress import ETA_FIELDS, BarEta, countdown, progress_bar
 from tamperbench.suites import get_suite
 
@@ -39,15 +39,15 @@ def test_quote_standard_row_tokens_by_hand():
 
 
 def _owmi(**over):
-    from tamperbench.owmi.keys import load_items
-    from tamperbench.owmi.spec import quick_spec
+    from tamperbench.owmi.run.keys import load_items
+    from tamperbench.owmi.run.spec import quick_spec
 
     spec = quick_spec(**over)
     return spec, {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
 
 
 def test_owmi_quick_row_tokens_by_hand_fresh_and_with_one_unit_stored():
-    from tamperbench.owmi.keys import planned_keys, unit_coords
+    from tamperbench.owmi.run.keys import planned_keys, unit_coords
 
     spec, items = _owmi()
     # the quick preset: 2 items x 2 seeds x 3 (operator, dose) = 12 units, each Track A x 5 probe

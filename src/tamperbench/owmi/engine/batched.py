@@ -1,0 +1,365 @@
+"""The batched engine: the conditions of an item as rows of one batch.
+
+Why: the one-at-a-time engine (``reference.py``, kept as the reference the equivalence test compares
+against) answers the task once per condition, probes the delayed and visible tracks once per
+condition, asks the observer once per probe family and teacher-forces one condition at a time.
+Here each of those is one batch (``ragged.Rows``): the model conditions of the spec (intervention,
+sham, random_unit, random_matched), times the scopes where the probe differs by scope, each row
+under its own row-targeted hook, finished rows compacted away.
+
+Probe families: on tracks A, B_masked and B_visible every family of the track is a block of rows of
+the same batch (the probes differ in length: ragged rows), so a track's probes cost one prefill of
+their tails and one decoding loop (or, under ``choice``, one packed forward of every row's option
+trie), not one per family; the observer's families likewise. Families run together as far as memory
+allows (``_family_batches``, models/memory.py).
+
+Shared prefixes: the tokens before the first declared position (system prompt and turn header)
+are identical in every row and no hook alters them, so they are prefilled once, unhooked, and the
+one-row cache is forked into every batch that starts with them (``ragged.PrefixCache``: the same
+header serves every item and track). The task's cache, generated under each condition's hook,
+is kept per condition and copied into every probe family of the delayed tracks.
+
+Batch composition never depends on what a resumed run still has to do (always every model
+condition of the spec, in spec order), so a resumed group is computed by the same batch rows as
+in an uninterrupted run.
+
+Batch sizes: the model-condition batches hold conditions x scopes (or probe families) rows, a few
+fixed by the spec, whatever the data. The one batch that grows with the data is Eq. 7's calibration
+(a cell's units as rows, :meth:`mean_js_rows`): it is sized from its own row lengths against the
+memory free (models/memory.py ``ragged_rows``) -- every unit at once whenever they fit, as before;
+else consecutive groups of units that fit -- and the choice is kept in ``calibration_batch``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tamperbench.owmi.engine import contexts as cx
+from tamperbench.owmi.engine import forward as fw
+from tamperbench.owmi.engine.base import Batch, Engine
+from tamperbench.owmi.protocol.probes import probe_text
+
+BASE = "__baseline__"  # the unhooked row of a teacher-forced batch
+OBSERVER_MEMO = 64  # observer batches kept for later units reading the same record (owmi/batched.py observe_rows)
+
+
+class BatchedEngine(Engine):
+    """The conditions of a unit as rows of one batch (the production engine)."""
+
+    kind = "batched"
+
+    def __init__(self, backend, spec, observers: list[tuple[str, Any]] | None = None):
+        super().__init__(backend, spec, observers)
+        # the last calibration's rows per batch and why (memory.BatchChoice; None: none batched yet)
+        self.calibration_batch: Any = None
+        self._observed: dict = {}  # observer batches by the record they read (observe_rows)
+
+    # ------------------------------------------------------------------ what the runner asks
+    def effects(self, unit, conds: list[str]) -> dict[str, dict]:
+        return self.effects_rows(unit, conds)
+
+    def fill_effects(self, unit, need: set[str]) -> None:
+        """Every model condition of the spec in one batch whenever any is needed (the same batch
+        rows whatever a resumed run still lacks)."""
+        conds = [c for c in self.model_conditions() if c not in unit.effects]
+        if conds and need & set(conds):
+            unit.effects.update(self.effects_rows(unit, conds))
+
+    def group(self, d: dict) -> tuple:
+        if d["condition"] == "observer":
+            return (d["track"], "observer", d["observer_tier"])
+        return (d["track"], "rows")
+
+    def probe_batches(self, unit, track: str) -> list[Batch]:
+        fams, max_new = self.track_axes(track)
+        if track in ("B_delayed", "C"):
+            return [((track, "rows"), lambda: self.probe_delayed_rows(unit, fams, self.spec.scopes, max_new))]
+        return [((track, "rows"), lambda: self.probe_rows(unit, track, fams, self.spec.scopes, max_new))]
+
+    def observer_batches(self, unit, track: str, tier: int, backend) -> list[Batch]:
+        fams, max_new = self.track_axes(track)
+        return [((track, "observer", tier), lambda: self.observe_rows(backend, unit, track, fams, max_new))]
+
+    def calibration_path(self) -> str:
+        """Which ``mean_js`` the bisection runs: ``batched`` (the cell's units as rows of one ragged
+        forward per eta, :meth:`mean_js_rows`) or ``sequential`` (one teacher-forced forward per
+        unit, the reference). The two agree to float rounding, not bitwise (padded batched
+        kernels), so the path that ran is stored with the calibration."""
+        return "batched" if self.spec.calibration == "batched" else "sequential"
+
+    def mean_js(self, units, eta: float) -> float:
+        if self.calibration_path() == "batched":
+            return self.mean_js_rows(units, eta)
+        return self.mean_js_sequential(units, eta)
+
+    def task_answer(self, unit, cond: str) -> str:
+        self.task_rows(unit)
+        return unit.gens[cond][2]
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.b.tokenizer.decode(ids, skip_special_tokens=True)
+
+    # ------------------------------------------------------------------ the task under every condition
+    def task_rows(self, unit):
+        """Every model condition answers the task in one batch (one row each, its own hook); the
+        batch is kept: each row's cache holds its task prompt and whole answer (holes after a row
+        finished), what the delayed tracks and the visible track build on."""
+        if unit.task_rows is None:
+            conds, ids = self.model_conditions(), unit.task.ids
+            first = min(unit.task.declared) if unit.task.declared else len(ids)
+            rows, fork = self.prefix.rows(self.model, [ids] * len(conds), first, conds)
+            ivs = {c: self.make_iv(unit, c, unit.task.declared) for c in conds}
+            for c in conds:
+                rows.attach(c, ivs[c])
+            logits = rows.extend([ids[fork:]] * len(conds), "prefill")[:, -1]
+            got = rows.greedy(logits, self.spec.task_max_new_tokens, self.eos, "decode", keep=True)
+            for c in conds:
+                unit.gens[c] = (None, got[c][0], self._decode(got[c][0]), ivs[c])
+            unit.task_rows = rows
+        return unit.task_rows
+
+    # ------------------------------------------------------------------ probes
+    def probe_rows(self, unit, track: str, families, scopes, max_new: int) -> dict:
+        """Tracks A, B_masked and B_visible: rows (condition, scope), each row's context from
+        ``_context`` (B_visible: its condition's own task output, so rows differ in length). The
+        part before the probe is fed once per distinct prefix and copied for each family."""
+        conds = self.model_conditions()
+        defs = [(c, s) for c in conds for s in scopes]
+        if track == "B_visible":
+            self.task_rows(unit)
+        ctxs = {(f, c): self.context(unit, track, f, c) for f in families for c in conds}
+        groups: dict[tuple, list[str]] = {}  # the rows' prefixes -> the families sharing them
+        for f in families:
+            groups.setdefault(tuple(tuple(ctxs[(f, c)].ids[: ctxs[(f, c)].split]) for c, _ in defs), []).append(f)
+        out = {}
+        for pre, fams in groups.items():
+            f0 = fams[0]
+            first = min((min(ctxs[(f0, c)].declared) for c in conds if ctxs[(f0, c)].declared),
+                        default=min(map(len, pre)))
+            base, fork = self.prefix.rows(self.model, [list(p) for p in pre], first, defs)
+            for c, s in defs:
+                base.attach((c, s), self.make_iv(unit, c, ctxs[(f0, c)].declared, s))
+            base.extend([p[fork:] for p in pre], "prefill")
+            for part in self._family_batches(fams, len(defs), max(len(p) for p in pre)):
+                rids = [(c, s, f) for f in part for c, s in defs]
+                rows = base.select([i for _ in part for i in range(len(defs))], rids)
+                for c, s, f in rids:  # a fresh copy of the row's hook (the probe phase keeps no state)
+                    rows.attach((c, s, f), self.make_iv(unit, c, ctxs[(f, c)].declared, s))
+                tails = [ctxs[(f, c)].ids[ctxs[(f, c)].split:] + self.readout.forced(f, self.b.tokenizer) for c, s, f in rids]
+                logits = rows.extend(tails, "probe")[:, -1]
+                got = self.readout.answer_rows(rows, logits, {rid: rid[2] for rid in rids}, max_new, self.eos,
+                                       lambda rid: self.make_iv(unit, rid[0], ctxs[(rid[2], rid[0])].declared, rid[1]),
+                                       self.b.tokenizer)
+                for c, s, f in rids:
+                    ctx = ctxs[(f, c)]
+                    out[(c, f, s)] = (ctx.text, ctx.ids, ctx.declared, got[(c, s, f)])
+        return out
+
+    def _family_batches(self, fams: list[str], per_family: int, length: int) -> list[list[str]]:
+        """Probe families run together, ``per_family`` rows each, as many per batch as memory allows
+        (models/memory.py ``ragged_rows`` at the context's length plus the answer budget): every family of a
+        track in one batch whenever they fit."""
+        from tamperbench.models.memory import ragged_rows
+
+        budget = length + max(self.spec.probe_max_new_tokens, 64)
+        fit = ragged_rows(self.model, next(self.model.parameters()).device, length=budget,
+                          limit=per_family * len(fams), block_tokens=self.spec.js_chunk).rows
+        k = max(1, fit // max(1, per_family))
+        return [fams[i: i + k] for i in range(0, len(fams), k)]
+
+    def probe_delayed_rows(self, unit, families, scopes, max_new: int) -> dict:
+        """Tracks B_delayed and C: a later user turn on each condition's own task cache; rows
+        (condition, scope), the task batch copied once per family (it stays intact)."""
+        task = self.task_rows(unit)
+        conds = self.model_conditions()
+        defs = [(c, s) for c in conds for s in scopes]
+        order = [task.rids.index(c) for c, _ in defs]
+        out = {}
+        for fam in families:
+            tails = {c: self.later_turn(unit, c, fam) for c in conds}
+            rows = task.select(order, defs)
+            for c, s in defs:
+                rows.attach((c, s), self.make_iv(unit, c, unit.task.declared, s))
+            forced = self.readout.forced(fam, self.b.tokenizer)
+            logits = rows.extend([tails[c][1] + forced for c, _ in defs], "probe")[:, -1]
+            got = self.readout.answer_rows(rows, logits, fam, max_new, self.eos,
+                                   lambda rid: self.make_iv(unit, rid[0], unit.task.declared, rid[1]), self.b.tokenizer)
+            for c, s in defs:
+                out[(c, fam, s)] = (tails[c][0], unit.task.ids + unit.gens[c][1] + tails[c][1], unit.task.declared,
+                                    got[(c, s)])
+        return out
+
+    def observe_rows(self, backend, unit, track: str, families, max_new: int) -> dict:
+        """The text-only observer, every probe family of a track as one batch (no hooks); the
+        record they share is prefilled once. Returns family -> (text, ids, probe, response)."""
+        from tamperbench.owmi.engine.ragged import supported
+
+        if not supported(backend.model):
+            return {f: self.observe(backend, unit, track, f, max_new) for f in families}
+        record = self.observer_record(unit, track)
+        msgs = {f: cx.observer_prompt(record, probe_text(f, person="third", n_layers=self.n_layers)) for f in families}
+        ids = {f: backend.chat_ids(msgs[f], system=unit.system) for f in families}
+        fams = list(families)
+        # the observer reads text only: units whose visible record is the same text (every cell, dose and
+        # seed of an item on Track A) get the very batch computed once, not an equal one recomputed
+        memo = self._observed
+        key = (id(backend.model), tuple(tuple(ids[f]) for f in fams), max_new)
+        if key in memo:
+            return memo[key]
+        while len(memo) >= OBSERVER_MEMO:
+            memo.pop(next(iter(memo)))
+        memo[key] = self._observe_batch(backend, unit, msgs, ids, fams, max_new)
+        return memo[key]
+
+    def _observe_batch(self, backend, unit, msgs: dict, ids: dict, fams: list, max_new: int) -> dict:
+        rows, fork = self.prefix.rows(backend.model, [ids[f] for f in fams], 1 << 30, fams)
+        # every family in one batch: under choice each row reads its own family's closed set
+        logits = rows.extend([ids[f][fork:] + self.readout.forced(f, backend.tokenizer) for f in fams], "probe")[:, -1]
+        got = self.readout.answer_rows(rows, logits, {f: f for f in fams}, max_new, set(backend.eos_ids), lambda rid: None,
+                               backend.tokenizer)
+        return {f: (backend.chat_text(msgs[f], system=unit.system), ids[f],
+                    probe_text(f, person="third", n_layers=self.n_layers), got[f]) for f in fams}
+
+    # ------------------------------------------------------------------ teacher-forced effects
+    def effects_rows(self, unit, conds: list[str]) -> dict[str, dict]:
+        """JS divergence and causal relevance of ``conds`` in one teacher-forced batch with the
+        baseline as its unhooked first row (so a sham's row is computed exactly as the baseline's).
+        Positions are fed ``js_chunk // rows`` at a time: one block stays js_chunk x vocabulary."""
+        rids = [BASE, *conds]
+        ids = unit.task.ids + unit.base_ids
+        start = min(unit.task.declared) if unit.task.declared else 0
+        ivs = {c: self.make_iv(unit, c, unit.task.declared) for c in conds}
+        rows, fork = self.prefix.rows(self.model, [ids] * len(rids), start, rids)
+        for c in conds:
+            rows.attach(c, ivs[c])
+        step = max(1, self.spec.js_chunk // len(rids))
+        total, peak, n = torch.zeros(len(conds), dtype=torch.float64), torch.zeros(len(conds)), 0
+        for lo in range(fork, len(ids), step):
+            hi = min(lo + step, len(ids))
+            keep = hi - max(start, lo)
+            logits = rows.extend([ids[lo:hi]] * len(rids), "prefill", keep=max(keep, 1))
+            if keep <= 0:
+                continue
+            lp = torch.log_softmax(logits, dim=-1)
+            js = fw.js_rows(lp[:1], lp[1:])  # (conds, keep)
+            total += js.double().sum(1)
+            peak = torch.maximum(peak, js.max(1).values)
+            n += keep
+            del logits, lp, js
+        out = {c: dict(js_mean=float(total[i] / n) if n else 0.0, js_max=float(peak[i]), js_positions=n,
+                       delta_norm=ivs[c].mean_delta_norm) for i, c in enumerate(conds)}
+        if unit.item.answer:
+            lps = self._answer_rows(unit, conds)
+            unit.base_answer_lp = lps[BASE]
+            for c in conds:
+                out[c].update(answer_logprob_base=lps[BASE], answer_logprob_altered=lps[c],
+                              causal_effect=lps[BASE] - lps[c])
+        return out
+
+    def _answer_rows(self, unit, conds: list[str]) -> dict[str, float]:
+        """Teacher-forced log p(gold | task) for the baseline and every condition, one forward."""
+        gold = self.b.tokenizer(unit.item.answer, add_special_tokens=False)["input_ids"]
+        rids = [BASE, *conds]
+        ids = unit.task.ids + list(gold)
+        k = len(unit.task.ids) - 1
+        start = min(unit.task.declared) if unit.task.declared else 0
+        rows, fork = self.prefix.rows(self.model, [ids] * len(rids), min(start, k), rids)
+        for c in conds:
+            rows.attach(c, self.make_iv(unit, c, unit.task.declared))
+        lp = torch.log_softmax(rows.extend([ids[fork:]] * len(rids), "prefill", keep=len(ids) - k), dim=-1)
+        targets = torch.tensor(ids[k + 1:])
+        got = lp[:, : len(targets)].gather(2, targets[None, :, None].expand(len(rids), -1, 1))[..., 0]
+        return {r: float(got[i].sum()) for i, r in enumerate(rids)}
+
+    # ------------------------------------------------------------------ impact matching (Eq. 7)
+    def mean_js_rows(self, units, eta: float) -> float:
+        """Eq. 7's E[D(eta)]: the cell's units under ``random_matched`` at norm ``eta`` as rows of one
+        ragged teacher-forced batch (task prompt + baseline answer per unit; lengths differ, so each
+        block is left-padded and masked), instead of one forward per unit.
+
+        Each row is fed ``js_chunk // rows`` positions per forward (one block stays js_chunk x
+        vocabulary, as in :meth:`effects_rows`); a row that has run out takes holes. The baseline
+        log-probs are the unit's kept chunks (``keep_baseline``); a unit over that budget gets an
+        unhooked baseline row of its own in the same batch. Returns the mean over units of each
+        unit's mean JS, the sequential path's formula (``Engine.calibrate``). Units run in groups of
+        as many rows as memory allows (:meth:`calibration_groups`); one group when all fit."""
+        per_unit: list[float] = []
+        for group in self.calibration_groups(units):
+            per_unit += self._mean_js_group(group, eta)
+        return sum(per_unit) / len(units)
+
+    def calibration_groups(self, units, free: int | None = None) -> list[list]:
+        """Consecutive groups of ``units`` whose rows (one each, two without kept baseline log-probs)
+        fit in memory at the longest row's length; sets ``calibration_batch`` (rows, why).
+        ``free``: bytes of free memory (None: read this machine)."""
+        from tamperbench.models.memory import ragged_rows
+
+        need = [1 if u.base_chunks is not None else 2 for u in units]
+        length = max(len(u.task.ids) + len(u.base_ids) for u in units)
+        choice = ragged_rows(self.model, next(self.model.parameters()).device, length=length, limit=sum(need),
+                             block_tokens=self.spec.js_chunk, free=free)
+        self.calibration_batch = choice
+        groups: list[list] = [[]]
+        rows = 0
+        for u, k in zip(units, need):
+            if groups[-1] and rows + k > choice.rows:
+                groups.append([])
+                rows = 0
+            groups[-1].append(u)
+            rows += k
+        return groups
+
+    def _mean_js_group(self, units, eta: float) -> list[float]:
+        """Each unit's mean JS at ``eta``, the units as rows of one ragged batch (:meth:`mean_js_rows`)."""
+        seqs = [u.task.ids + u.base_ids for u in units]
+        starts = [min(u.task.declared) if u.task.declared else 0 for u in units]
+        rids = [("rm", i) for i in range(len(units))]
+        rids += [(BASE, i) for i, u in enumerate(units) if u.base_chunks is None]
+        row_seq = [seqs[i] for _, i in rids]
+        rows, fork = self.prefix.rows(self.model, row_seq, min(starts), rids)
+        for i, u in enumerate(units):
+            u.eta = eta
+            rows.attach(("rm", i), self.make_iv(u, "random_matched", u.task.declared))
+        step = max(1, self.spec.js_chunk // len(rids))
+        at = {r: fork for r in rids}  # next position to feed, per row
+        total = torch.zeros(len(units), dtype=torch.float64)
+        n = [0] * len(units)
+        while any(at[r] < len(s) for r, s in zip(rids, row_seq)):
+            blocks = [s[at[r]: at[r] + step] for r, s in zip(rids, row_seq)]
+            w = max(len(b) for b in blocks)
+            logits = rows.extend(blocks, "prefill", keep=w)  # (rows, w, V), each row right-aligned
+            lps = {}
+            for k, (r, b) in enumerate(zip(rids, blocks)):
+                i, lo, hi = r[1], at[r], at[r] + len(b)
+                a = max(lo, starts[i])
+                if a < hi:  # the row's scored positions a..hi-1 are its last hi - a columns
+                    lps[r] = (a, hi, torch.log_softmax(logits[k, w - (hi - a):], dim=-1))
+            del logits
+            for i, u in enumerate(units):
+                if ("rm", i) not in lps:
+                    continue
+                a, hi, lq = lps[("rm", i)]
+                lp = lps[(BASE, i)][2] if u.base_chunks is None else _positions(u.base_chunks, a - starts[i],
+                                                                               hi - starts[i])
+                js = fw.js_rows(lp, lq)
+                total[i] += float(js.sum())
+                n[i] += js.numel()
+            for r, b in zip(rids, blocks):
+                at[r] += len(b)
+        return [float(total[i]) / n[i] if n[i] else 0.0 for i in range(len(units))]
+
+
+def _positions(chunks: list[torch.Tensor], lo: int, hi: int) -> torch.Tensor:
+    """Rows ``lo..hi-1`` of the concatenation of ``chunks`` (the kept baseline log-probs), without
+    concatenating the whole list."""
+    out, base = [], 0
+    for c in chunks:
+        a, b = max(lo, base), min(hi, base + c.shape[0])
+        if a < b:
+            out.append(c[a - base: b - base])
+        base += c.shape[0]
+        if base >= hi:
+            break
+    return out[0] if len(out) == 1 else torch.cat(out)

@@ -1,0 +1,275 @@
+"""Rows of different lengths in one batch over a DynamicCache, each row under its own row-targeted
+intervention, finished rows compacted away: how the batched engine (``batched.py``) runs the
+conditions of an item together.
+
+Why not the shared step decoder (``models/decoding``): OWMI feeds *blocks* of several tokens into
+rows that already hold a cache -- the task prompt after a forked shared prefix, each condition's
+later user turn after its own task output, a probe after a cropped prefix -- while the step
+decoder admits a row only as a fresh left-padded prefill and then feeds one token per row per
+forward (a 40-token later turn would cost 40 forwards instead of one). And an intervention's
+declared positions are absolute positions of its row: here every block is right-aligned, so
+column j of row r's block is at position ``pos[r] - (W - len_r) + j`` and each row's hook gets its
+own offset (:meth:`Rows.extend`), a bookkeeping the decoder's slots do not expose.
+
+Layout: ``mask`` (rows x columns) marks each row's real columns; left padding inside a block and
+the *holes* of a row that finished before the others (``greedy(keep=True)``, task generation)
+are masked columns. Explicit ``position_ids`` count real tokens only, so a row sees exactly the
+positions and keys it would see alone; batch-1 and batch-R results then differ only by float
+rounding of the batched kernels (the engine-equivalence test bounds it). Pad columns map to
+positions before the row's current one: they can only be hit by a declared position the row has
+already passed, which the engine never feeds as a block (the fork is at the first declared
+position); even then a pad column is masked, so no row's output changes.
+
+One-token steps (greedy decoding, the bulk of the forwards) run the linears over the shared step
+decoder's pre-packed oneDNN weights (``models/decoding/packed_linear.py``, CPU float32 only): the
+same float32 rounding order of change as another batch size, checked by the same equivalence
+test; prefills and teacher-forced blocks run the plain modules.
+
+Sliding-window attention is measured by transformers in columns, not positions, so the engine
+uses this only for models without a sliding window (``supported``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from tamperbench.owmi.engine.operators import Intervention, Phase
+
+
+def supported(model) -> bool:
+    from tamperbench.models.decoding.kv_slots import sliding_window_of
+
+    return sliding_window_of(model.config) is None
+
+
+def _select(cache, idx: torch.Tensor):
+    """A new cache holding rows ``idx`` (repeats allowed) of ``cache``; ``cache`` is left intact."""
+    from transformers import DynamicCache
+
+    if not cache.get_seq_length():
+        return DynamicCache()
+    return DynamicCache(ddp_cache_data=[(layer.keys[idx], layer.values[idx]) for layer in cache.layers])
+
+
+class Rows:
+    """A batch of rows addressed by stable ids (any hashables), each with its own length."""
+
+    def __init__(self, model, cache, mask: torch.Tensor, rids: Sequence):
+        from tamperbench.owmi.engine.forward import _cache_kw
+
+        self.model, self.cache, self.mask = model, cache, mask
+        self.rids = list(rids)
+        self.pos = mask.sum(1).long()  # next absolute position of each row = its real tokens so far
+        self.ivs: list[tuple[object, Intervention]] = []
+        self.dev = next(model.parameters()).device
+        self._kw = _cache_kw(model)
+        self.forwards = 0
+        from tamperbench.models.decoding.packed_linear import packed_linears_for
+
+        self._packed = packed_linears_for(model)
+
+    @classmethod
+    def fork(cls, model, prefix_cache, rids: Sequence) -> Rows:
+        """``len(rids)`` copies of a one-row prefix cache (the shared, unhooked tokens)."""
+        n = prefix_cache.get_seq_length() if prefix_cache is not None else 0
+        cache = _select(prefix_cache, torch.zeros(len(rids), dtype=torch.long)) if n else _select_empty()
+        return cls(model, cache, torch.ones(len(rids), n, dtype=torch.bool), rids)
+
+    def select(self, order: Sequence[int], rids: Sequence) -> Rows:
+        """A copy made of rows ``order`` (batch indices, repeats allowed) under new ids; this batch is
+        left intact, so one task cache serves every probe family."""
+        idx = torch.tensor(list(order), dtype=torch.long)
+        return Rows(self.model, _select(self.cache, idx), self.mask[idx].clone(), rids)
+
+    def attach(self, rid, iv: Intervention | None) -> None:
+        """Hook ``iv`` on row ``rid`` only; it follows the row when finished rows are compacted away."""
+        if iv is None:
+            return
+        iv.rows = lambda: [self.rids.index(rid)] if rid in self.rids else []
+        self.ivs.append((rid, iv))
+
+    def _hooks(self):
+        from contextlib import nullcontext
+
+        from tamperbench.models.hooks import hooks
+
+        pairs = [p for _, iv in self.ivs for p in iv.hook_pairs()]
+        return hooks(self.model, pairs) if pairs else nullcontext()
+
+    @torch.inference_mode()
+    def extend(self, blocks: Sequence[Sequence[int]], phase: Phase, keep: int = 1) -> torch.Tensor:
+        """Feed one block of tokens per row (right-aligned; an empty block is a hole) in one forward;
+        returns float32 logits of each row's last ``keep`` columns, (rows, keep, V) -- only rows
+        with a non-empty block have meaningful logits."""
+        b = len(self.rids)
+        assert len(blocks) == b, (len(blocks), b)
+        w = max(len(x) for x in blocks)
+        lens = torch.tensor([len(x) for x in blocks], dtype=torch.long)
+        ids = torch.zeros(b, w, dtype=torch.long)
+        blk = torch.zeros(b, w, dtype=torch.bool)
+        for i, x in enumerate(blocks):
+            if len(x):
+                ids[i, w - len(x):] = torch.tensor(list(x), dtype=torch.long)
+                blk[i, w - len(x):] = True
+        start = self.pos - (w - lens)  # absolute position of the block's column 0, per row
+        for rid, iv in self.ivs:
+            if rid in self.rids:
+                iv.phase, iv.offset = phase, int(start[self.rids.index(rid)])
+        mask = torch.cat([self.mask, blk], 1)
+        pos = (start[:, None] + torch.arange(w)[None]).clamp(min=0)
+        # no padding anywhere: no mask, as the one-row path runs (same attention kernel)
+        am = None if bool(mask.all()) else mask.to(self.dev)
+        from contextlib import nullcontext
+
+        packed = self._packed.active() if self._packed is not None and w == 1 else nullcontext()
+        with self._hooks(), packed:
+            out = self.model(input_ids=ids.to(self.dev), attention_mask=am, position_ids=pos.to(self.dev),
+                             use_cache=True, logits_to_keep=keep, **{self._kw: self.cache})
+        self.forwards += 1
+        self.mask, self.pos = mask, self.pos + lens
+        return out.logits[:, -keep:].float()
+
+    @torch.inference_mode()
+    def tree(self, nodes: Sequence[Sequence[tuple[int, int]]], phase: Phase) -> torch.Tensor:
+        """Feed each row's packed trie in one forward and leave the cache as it was: ``nodes[r]`` is a list of
+        (token, parent index in the list or -1), parents first. Node j sits at position ``pos[r] + depth``
+        and attends to the row's real columns and to its own ancestors only (a 4-D mask), so its logits
+        are those of feeding its prefix alone after the row -- every option of a closed set scored in one
+        forward, no cache copied (``choice.score_rows``). Returns float32 logits (rows, W, V), row r's
+        node j at column ``W - len(nodes[r]) + j``. Hooks see each column's absolute position
+        (``Intervention.cols_at``: the noise operator draws by position)."""
+        b = len(self.rids)
+        assert len(nodes) == b, (len(nodes), b)
+        w = max(1, max(len(n) for n in nodes))
+        c = self.mask.shape[1]
+        ids = torch.zeros(b, w, dtype=torch.long)
+        pos = self.pos[:, None].repeat(1, w)
+        allowed = torch.zeros(b, w, c + w, dtype=torch.bool)
+        for r, ns in enumerate(nodes):
+            off = w - len(ns)
+            depth: list[int] = []
+            for j, (tok, par) in enumerate(ns):
+                depth.append(0 if par < 0 else depth[par] + 1)
+                col = off + j
+                ids[r, col], pos[r, col] = tok, self.pos[r] + depth[j]
+                allowed[r, col, :c] = self.mask[r]
+                allowed[r, col, c + col] = True
+                while par >= 0:
+                    allowed[r, col, c + off + par] = True
+                    par = ns[par][1]
+            for col in range(off):  # padding: attends to itself alone, read by no one
+                allowed[r, col, c + col] = True
+        for rid, iv in self.ivs:
+            if rid in self.rids:
+                r = self.rids.index(rid)
+                iv.phase, iv.offset, iv.cols_at = phase, int(pos[r, 0]), pos[r].tolist()
+        try:
+            with self._hooks():
+                out = self.model(input_ids=ids.to(self.dev), attention_mask=allowed[:, None].to(self.dev),
+                                 position_ids=pos.to(self.dev), use_cache=True, logits_to_keep=w,
+                                 **{self._kw: self.cache})
+        finally:
+            for _, iv in self.ivs:
+                iv.cols_at = None
+            extra = self.cache.get_seq_length() - c
+            if extra > 0:
+                self.cache.crop(-extra)
+        self.forwards += 1
+        return out.logits[:, -w:].float()
+
+    def retire(self, rids: Sequence) -> None:
+        """Compact rows ``rids`` away (cache, mask, positions); hooks follow the survivors."""
+        keep = [i for i, r in enumerate(self.rids) if r not in set(rids)]
+        idx = torch.tensor(keep, dtype=torch.long)
+        for layer in self.cache.layers:
+            layer.batch_select_indices(idx.to(layer.keys.device))
+        self.mask, self.pos = self.mask[idx], self.pos[idx]
+        self.rids = [self.rids[i] for i in keep]
+
+    @torch.inference_mode()
+    def greedy(self, logits: torch.Tensor, max_new: int, eos: set[int], phase: Phase, *,
+               keep: bool = False, grammars: Mapping | None = None) -> dict:
+        """Greedy continuation of every row from ``logits`` (rows, V); returns rid -> (ids, finish).
+
+        ``keep=False`` (probes): a finished row is compacted away at once. ``keep=True`` (the task,
+        whose cache the delayed tracks reuse): every generated token is fed, the last one included
+        (as the one-row path feeds it), and a finished row then takes holes until all are done.
+
+        ``grammars`` (the ``constrained`` read-out): row id -> a fresh ``grammar.RowGrammar``
+        (``models.decoding.grammar.matcher(tokenizer, JsonGrammar.from_schema(schema), eos_ids)``);
+        such a row takes the arg-max over the tokens its grammar allows, and only EOS once the
+        grammar is complete. Rows without one decode freely. The matchers are consumed."""
+        from tamperbench.models.decoding.grammar import constrain
+
+        outs: dict = {r: [] for r in self.rids}
+        fin: dict = {}
+        for k in range(max_new):
+            if grammars:
+                logits = constrain(logits, [None if r in fin else grammars.get(r) for r in self.rids])
+            toks = logits.argmax(-1).tolist()
+            feed: list[list[int]] = []
+            for i, rid in enumerate(self.rids):
+                if rid in fin:
+                    feed.append([])
+                    continue
+                outs[rid].append(toks[i])
+                if grammars and rid in grammars:
+                    grammars[rid].consume(toks[i])
+                if toks[i] in eos or k == max_new - 1:
+                    fin[rid] = "eos" if toks[i] in eos else "length"
+                feed.append([toks[i]])
+            if keep:
+                logits = self.extend(feed, phase)[:, -1]
+                if len(fin) == len(outs):
+                    break
+                continue
+            live = [i for i, rid in enumerate(self.rids) if rid not in fin]
+            if not live:
+                break
+            if len(live) < len(self.rids):
+                self.retire([r for r in self.rids if r in fin])
+            logits = self.extend([feed[i] for i in live], phase)[:, -1]
+        return {r: (outs[r], fin.get(r, "length")) for r in outs}
+
+
+def _select_empty():
+    from transformers import DynamicCache
+
+    return DynamicCache()
+
+
+class PrefixCache:
+    """One-row caches of shared, unhooked prefixes (system prompt and turn header up to the first
+    declared position), per model, computed once and forked into every batch that starts with them.
+    Bounded: the last ``size`` prefixes are kept."""
+
+    def __init__(self, size: int = 8):
+        self.size = size
+        self._got: dict = {}
+
+    def get(self, model, ids: Sequence[int]):
+        if not ids:
+            return None
+        key = (id(model), tuple(ids))
+        if key not in self._got:
+            from transformers import DynamicCache
+
+            from tamperbench.owmi.engine import forward as fw
+
+            cache = DynamicCache()
+            fw.feed(model, cache, list(ids), 0, None, "prefill")
+            self._got[key] = cache
+            while len(self._got) > self.size:
+                self._got.pop(next(iter(self._got)))
+        return self._got[key]
+
+    def rows(self, model, rows_ids: Sequence[Sequence[int]], first_declared: int, rids: Sequence) -> tuple[Rows, int]:
+        """A batch of ``rids`` whose common prefix before ``first_declared`` comes from the prefix
+        cache; returns (rows, fork): every row still has its tokens from ``fork`` on to feed."""
+        common = len(rows_ids[0])
+        for r in rows_ids[1:]:
+            common = min(common, next((i for i, (a, b) in enumerate(zip(rows_ids[0], r)) if a != b), len(r)))
+        fork = max(0, min(first_declared, common, min(len(r) for r in rows_ids) - 1))
+        return Rows.fork(model, self.get(model, list(rows_ids[0][:fork])), rids), fork

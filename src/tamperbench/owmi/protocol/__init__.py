@@ -1,0 +1,1 @@
+"""What every OWMI layer reads: the stored record's shape and the probe battery (texts, parsing, schema)."""

