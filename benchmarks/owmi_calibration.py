@@ -1,7 +1,7 @@
 """OWMI impact-matching calibration (Appendix C.2, Eq. 7): sequential vs batched, in one process.
 
 What it measures: the bisection over the random direction's norm eta for every cell of the OWMI
-quick preset (``owmi.spec.quick_spec``: 3 built-in items x 1 seed per cell), run twice on the same
+quick preset (``owmi.run.spec.quick_spec``: 3 built-in items x 1 seed per cell), run twice on the same
 prepared units -- ``calibration="sequential"`` (one teacher-forced forward per unit per eta, the
 reference) and ``calibration="batched"`` (the cell's units as rows of one ragged forward per eta)
 -- timed by benchmarks/_harness.py (one thread, rounds in rotated order, medians, the ratio as the
@@ -38,7 +38,8 @@ def main() -> None:
     args = ap.parse_args()
     single_thread(args.threads)
     from tamperbench.models import load_backend
-    from tamperbench.owmi.engine.reference import Cell, Engine
+    from tamperbench.owmi.engine.batched import BatchedEngine as Engine
+    from tamperbench.owmi.engine.unit import Cell
     from tamperbench.owmi.run.keys import load_items
     from tamperbench.owmi.run.spec import quick_spec
 

@@ -2,7 +2,7 @@
 
 Why: the choice read-out (owmi/choice.py) decodes nothing -- it teacher-forces the answer's JSON prefix
 and scores each probe's closed option set -- so it must cost less than decoding every probe answer.
-This times ``owmi run`` (owmi.runner.run, the whole run: model load, baseline and effects, impact
+This times ``owmi run`` (owmi.run.runner.run, the whole run: model load, baseline and effects, impact
 matching, task answers of the delayed track, probes, observers, records) on the same spec under both
 read-outs, alternating their order from repeat to repeat so that load from other processes, which
 drifts over seconds, falls on both; it prints each run's seconds, the ratio choice / generated (the

@@ -1,7 +1,7 @@
 """A roofline for OWMI: FLOPs, time, MFU and the no-overlap bound per phase, old engine against new.
 
 Why: Sleight of Word's engine prints how far it is from the machine's limit (sleight_throughput.py);
-OWMI's had no such accounting. This runs ``owmi run`` (owmi.runner.run, the whole run) on the quick
+OWMI's had no such accounting. This runs ``owmi run`` (owmi.run.runner.run, the whole run) on the quick
 preset under ``choice`` and on the known-positive check's spec, with the engine of an earlier commit
 (``--old``, imported beside this one by ``_owmi_old.py``) and this one alternated in one process, so
 load from other processes falls on both: the speed-up is the median same-process ratio.
@@ -135,20 +135,39 @@ def _wrap(cls, name: str, phase, ledger_of) -> None:
     setattr(cls, name, wrapped)
 
 
-def instrument(pkg: str, holder: dict) -> None:
-    """Charge the engine methods of package ``pkg`` (``tamperbench`` or the old copy) to their phases."""
+def module(pkg: str, *paths: str):
+    """The first of ``paths`` (module paths under ``pkg.owmi``, newest layout first) that imports."""
     import importlib
 
-    eng = importlib.import_module(f"{pkg}.owmi.engine").Engine
+    for path in paths:
+        try:
+            return importlib.import_module(f"{pkg}.owmi.{path}")
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(f"{pkg}.owmi: none of {paths}")
+
+
+def instrument(pkg: str, holder: dict) -> None:
+    """Charge the engine methods of package ``pkg`` (``tamperbench`` or the old copy) to their phases:
+    the engine classes of the layout by phase (``engine/base.py``, ``batched.py``, ``reference.py``, the
+    read-out's ``Readout``) or the one mixed-in ``Engine`` of the flat layout before it."""
+    try:
+        classes = [module(pkg, "engine.base").Engine, module(pkg, "engine.batched").BatchedEngine,
+                   module(pkg, "engine.reference").ReferenceEngine]
+        readers = [module(pkg, "engine.readout").Readout]
+    except (ModuleNotFoundError, AttributeError):
+        classes = readers = [module(pkg, "engine").Engine]
     led = lambda: holder.get("ledger")  # noqa: E731
-    for name, ph in (("prepare", "task"), ("effects_rows", "task"), ("effect", "task"), ("calibrate", "calibration"),
-                     ("probe_rows", "probes"), ("probe_delayed_rows", "probes"), ("task_rows", "probes"),
-                     ("probe_fresh", "probes"), ("probe_delayed", "probes"), ("probe_visible", "probes"),
-                     ("observe_rows", "observer"), ("observe", "observer")):
-        if hasattr(eng, name):
-            _wrap(eng, name, ph, led)
-    for name in ("answer_rows", "answer_plain"):
-        _wrap(eng, name, lambda self: "choice scoring" if self.spec.readout == "choice" else None, led)
+    for cls in classes:
+        for name, ph in (("prepare", "task"), ("effects_rows", "task"), ("effect", "task"),
+                         ("calibrate", "calibration"), ("probe_rows", "probes"), ("probe_delayed_rows", "probes"),
+                         ("task_rows", "probes"), ("probe_fresh", "probes"), ("probe_delayed", "probes"),
+                         ("probe_visible", "probes"), ("observe_rows", "observer"), ("observe", "observer")):
+            if name in vars(cls) or (cls is classes[0] and hasattr(cls, name)):
+                _wrap(cls, name, ph, led)
+    for cls in readers:
+        for name in ("answer_rows", "answer_plain"):
+            _wrap(cls, name, lambda self: "choice scoring" if self.spec.readout == "choice" else None, led)
 
 
 def peak_flops(n: int = 1024, reps: int = 3) -> float:
@@ -167,7 +186,7 @@ def one_run(pkg: str, spec, holder: dict, peak: float, bw: float) -> dict:
 
     from rich.console import Console
 
-    run = importlib.import_module(f"{pkg}.owmi.runner").run
+    run = module(pkg, "run.runner", "runner").run
     models = importlib.import_module(f"{pkg}.models")
     led = Ledger(peak, bw)
     real = models.load_backend
@@ -211,9 +230,8 @@ def agree(a: dict, b: dict, tol: float = 2e-3) -> dict:
 
 
 def specs(pkg: str, a) -> dict:
-    import importlib
 
-    spec_mod = importlib.import_module(f"{pkg}.owmi.spec")
+    spec_mod = module(pkg, "run.spec", "spec")
     full = spec_mod.quick_spec()
     over: dict = {"readout": "choice"}
     if a.items:
@@ -224,9 +242,13 @@ def specs(pkg: str, a) -> dict:
         over["seeds"] = list(full.seeds[: a.seeds])
     out = {"quick": spec_mod.quick_spec(**over)}
     if not a.skip_check:
-        pc = importlib.import_module(f"{pkg}.owmi.analysis.positive_check")
-        kp = pc.check_spec(Path(a.kp_adapter or "/nonexistent"), "embedded", a.kp_layer, "choice", items=9, seeds=(0,),
-                           probe_tokens=24)
+        pc = module(pkg, "controls.positive_check", "analysis.positive_check")
+        try:  # nine anchor items, one seed: nine held-out directions
+            kp = pc.check_spec(Path(a.kp_adapter or "/nonexistent"), "embedded", a.kp_layer, "choice",
+                               directions=(900000, 900008), seeds=(0,), probe_tokens=24)
+        except TypeError:  # an engine from before held-out directions
+            kp = pc.check_spec(Path(a.kp_adapter or "/nonexistent"), "embedded", a.kp_layer, "choice", items=9,
+                               seeds=(0,), probe_tokens=24)
         if not a.kp_adapter:  # the check's base-model half: the same engine work, one model
             kp = spec_mod.OwmiSpec.model_validate({**kp.model_dump(mode="json"), "models": ["embedded"]})
         out["known-positive check"] = kp
