@@ -17,7 +17,7 @@ from tamperbench.sleight.runner import WORKER as SLEIGHT_WORKER
 from tamperbench.sleight.runner import QuestionWork
 from tamperbench.specs import FrozenSpec
 from tamperbench.store import Record, RunStore
-from tamperbench.suites import load_object
+from tamperbench.registry import load_object
 
 
 class SquareSpec(FrozenSpec):
