@@ -18,8 +18,8 @@ from pathlib import Path  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from tamperbench.cli import app  # noqa: E402
-from tamperbench.demo import demo_steps  # noqa: E402
-from tamperbench.demo_steps import cpu_seconds, run_steps, step_table  # noqa: E402
+from tamperbench.cli.demo import demo_steps  # noqa: E402
+from tamperbench.cli.demo_steps import cpu_seconds, run_steps, step_table  # noqa: E402
 
 
 def main() -> None:

@@ -93,7 +93,7 @@ def embedded_tokenizer(embedded_backend):
 def bwrap_sandbox():
     """The code sandbox's isolation layer (bubblewrap); the test is skipped, naming why, where it cannot run.
     ``make test`` installs it (the Makefile's sandbox-tools target), as it installs chromium for the browser tests."""
-    from tamperbench.bench.scoring import bwrap
+    from tamperbench.tasks.scoring import bwrap
 
     found = bwrap.probe()
     if isinstance(found, str):

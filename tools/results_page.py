@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tamperbench.markdown import markdown_table
+from tamperbench.safeio.markdown import markdown_table
 
 MAKE = {"cpu-small": "make results RESULTS=cpu-small", "paper": "make results"}
 SLEIGHT_TABLES = ("table1", "table1b", "table2", "table3")

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from tamperbench.errors import UserError
-from tamperbench.fsio import open_lock, refuse_links
+from tamperbench.safeio.files import open_lock, refuse_links
 
 try:  # POSIX; on other systems runs are not locked (DuckDB still refuses a second writer)
     import fcntl

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 EXE = str(Path(sys.executable).parent / "tamperbench")
-FIXTURES = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "bench" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "tasks" / "fixtures"
 
 
 def tb(*args, home: Path, check_rc=None, inprocess=None):

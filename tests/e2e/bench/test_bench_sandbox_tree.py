@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 EXE = str(Path(sys.executable).parent / "tamperbench")
-MBPP = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "bench" / "fixtures" / "mbpp" / "mbpp.jsonl"
+MBPP = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "tasks" / "fixtures" / "mbpp" / "mbpp.jsonl"
 CORRECT = "import math\ndef is_not_prime(n):\n    return any(n % i == 0 for i in range(2, math.isqrt(n) + 1))\n"
 
 

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from tamperbench.bench.answers import MAX_LINE_BYTES, MAX_RESPONSE_CHARS
+from tamperbench.tasks.answers import MAX_LINE_BYTES, MAX_RESPONSE_CHARS
 
 EXE = str(Path(sys.executable).parent / "tamperbench")
-FIXTURES = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "bench" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "tasks" / "fixtures"
 MBPP = FIXTURES / "mbpp" / "mbpp.jsonl"
 CORRECT = "import math\ndef is_not_prime(n):\n    return any(n % i == 0 for i in range(2, math.isqrt(n) + 1))\n"
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "bench"))

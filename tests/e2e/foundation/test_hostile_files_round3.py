@@ -286,7 +286,7 @@ def test_train_sae_learning_rate_must_be_finite():
 # --- Medium 3: gzip expansion -----------------------------------------------------------------------
 
 def test_a_gzip_that_expands_past_the_cap_is_refused(tmp_path):
-    from tamperbench.bench.sources import MAX_TEXT_BYTES
+    from tamperbench.tasks.sources import MAX_TEXT_BYTES
 
     bomb = tmp_path / "bomb.jsonl.gz"
     with gzip.open(bomb, "wb", compresslevel=1) as gz:

@@ -10,8 +10,8 @@ import pytest
 from rich.console import Console
 
 from tamperbench.cli import app
-from tamperbench.demo import demo_steps
-from tamperbench.demo_steps import INSTALL_ENV, Step, run_steps, step_table
+from tamperbench.cli.demo import demo_steps
+from tamperbench.cli.demo_steps import INSTALL_ENV, Step, run_steps, step_table
 from tamperbench.store import RunStore
 
 

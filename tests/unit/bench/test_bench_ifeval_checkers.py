@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("if_verifiable", reason="if-verifiable is in the bench extra (pip install tamperbench[bench])")
 
-from tamperbench.bench.scoring.ifeval import INSTRUCTION_IDS, check  # noqa: E402
+from tamperbench.tasks.scoring.ifeval import INSTRUCTION_IDS, check  # noqa: E402
 
 
 def _punkt_available() -> bool:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tamperbench.bench.adapters import ADAPTERS, get_adapter
-from tamperbench.bench.adapters.base import seeded_order
-from tamperbench.bench.load import FIXTURES, load
-from tamperbench.bench.sources import SchemaError
+from tamperbench.tasks.adapters import ADAPTERS, get_adapter
+from tamperbench.tasks.adapters.base import seeded_order
+from tamperbench.tasks.load import FIXTURES, load
+from tamperbench.tasks.sources import SchemaError
 from tamperbench.errors import UserError
 
 # Item counts written by hand into each fixture file.
@@ -147,7 +147,7 @@ def test_hub_path_reads_hub_schema(monkeypatch):
     """The hub cannot be reached here, so ``datasets.load_dataset`` is replaced by a real in-memory
     ``datasets.Dataset`` in Rowan/hellaswag's hub schema (label as a string); everything after it is real."""
     datasets = pytest.importorskip("datasets")
-    from tamperbench.bench import sources
+    from tamperbench.tasks import sources
 
     row = {"ind": 4, "activity_label": "Removing ice from car", "ctx_a": "Then, the man writes over the snow.",
            "ctx_b": "then", "ctx": "", "endings": ["a", "b", "c", "d"], "source_id": "x", "split": "val",

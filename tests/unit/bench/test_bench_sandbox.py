@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tamperbench.bench.scoring.sandbox import UNSAFE, Limits, run_program
+from tamperbench.tasks.scoring.sandbox import UNSAFE, Limits, run_program
 
 pytestmark = pytest.mark.usefixtures("bwrap_sandbox")  # skipped, saying why, without bubblewrap
 

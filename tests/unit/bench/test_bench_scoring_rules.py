@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tamperbench.bench.load import load
-from tamperbench.bench.scoring.score import mc2_from_logprobs, score
+from tamperbench.tasks.load import load
+from tamperbench.tasks.scoring.score import mc2_from_logprobs, score
 
 
 def _item(name, index):
@@ -158,6 +158,6 @@ def test_ifeval_fixture():
     ("   ", None, "empty"),
 ])
 def test_letter_coercion_rules(reply, letter, rule):
-    from tamperbench.bench.scoring.text_rules import coerce_letter
+    from tamperbench.tasks.scoring.text_rules import coerce_letter
 
     assert coerce_letter(reply, ("London", "Paris", "Rome", "Berlin")) == (letter, rule)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tamperbench.bench.load import load
-from tamperbench.bench.scoring.sandbox import Limits
-from tamperbench.bench.scoring.score import score
+from tamperbench.tasks.load import load
+from tamperbench.tasks.scoring.sandbox import Limits
+from tamperbench.tasks.scoring.score import score
 
-FIXTURE = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "bench" / "fixtures" / "mbpp" / "mbpp.jsonl"
+FIXTURE = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "tasks" / "fixtures" / "mbpp" / "mbpp.jsonl"
 CORRECT = "import math\ndef is_not_prime(n):\n    return any(n % i == 0 for i in range(2, math.isqrt(n) + 1))\n"
 WRONG = "def is_not_prime(n):\n    return None\n"
 
@@ -143,7 +143,7 @@ def test_global_sysctls_cannot_be_opened_for_writing(item, audit):
                "    except OSError as err:\n        print('refused', path, err.errno)\n")
     verdict = score(item, CORRECT + payload, Limits(timeout_s=10, audit_hook=audit))
     assert verdict.detail["status"] == "passed", verdict.detail
-    from tamperbench.bench.scoring.sandbox import run_program
+    from tamperbench.tasks.scoring.sandbox import run_program
 
     result = run_program(CORRECT + payload, Limits(timeout_s=10, audit_hook=audit))
     assert "refused /proc/sys/kernel/core_pattern" in result.stdout and "WRITABLE" not in result.stdout, result.stdout
@@ -194,9 +194,9 @@ def test_one_gigabyte_of_output_is_capped(item):
                       "    sys.stdout.buffer.write(chunk)\n")
     probe = (
         "import json, resource, sys\n"
-        "from tamperbench.bench.load import load\n"
-        "from tamperbench.bench.scoring.sandbox import Limits\n"
-        "from tamperbench.bench.scoring.score import score\n"
+        "from tamperbench.tasks.load import load\n"
+        "from tamperbench.tasks.scoring.sandbox import Limits\n"
+        "from tamperbench.tasks.scoring.score import score\n"
         f"item = {{it.id: it for it in load('mbpp', {str(FIXTURE)!r}).items}}['mbpp/12']\n"
         "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         f"v = score(item, {code!r}, Limits(timeout_s=60))\n"
@@ -220,7 +220,7 @@ def test_the_only_writable_place_is_a_capped_tmpfs(item):
                "written = 0\ntry:\n    for i in range(10):\n        with open(f'/tmp/fill{i}', 'wb') as f:\n"
                "            for _ in range(15):\n                f.write(b'x' * (1 << 20))\n                written += 1\n"
                "except OSError as err:\n    print('tmp full after', written, 'MiB', err.errno)\n")
-    from tamperbench.bench.scoring.sandbox import run_program
+    from tamperbench.tasks.scoring.sandbox import run_program
 
     try:
         result = run_program(CORRECT + payload, Limits(timeout_s=20, audit_hook=False))

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tamperbench.bench.load import load
-from tamperbench.bench.scoring.sandbox import Limits, run_program
-from tamperbench.bench.scoring.score import score
+from tamperbench.tasks.load import load
+from tamperbench.tasks.scoring.sandbox import Limits, run_program
+from tamperbench.tasks.scoring.score import score
 
 pytestmark = pytest.mark.usefixtures("bwrap_sandbox")  # skipped, saying why, without bubblewrap
 
-FIXTURE = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "bench" / "fixtures" / "mbpp" / "mbpp.jsonl"
+FIXTURE = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "tasks" / "fixtures" / "mbpp" / "mbpp.jsonl"
 WRONG = "def is_not_prime(n):\n    return False\n"
 
 # Each looks for a frame whose locals hold the nonce, prints it as the harness would, and leaves at once.

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tamperbench.bench.scoring import cgroup
-from tamperbench.bench.scoring.sandbox import Limits, run_program
+from tamperbench.tasks.scoring import cgroup
+from tamperbench.tasks.scoring.sandbox import Limits, run_program
 
 pytestmark = pytest.mark.usefixtures("bwrap_sandbox")  # skipped, saying why, without bubblewrap
 
@@ -87,7 +87,7 @@ def scratch_cgroup(limit_bytes: int):
 def _score_in(here: Path, program: str, limits: str) -> dict:
     """Run ``run_program`` in a child Python that first joins the scratch cgroup ``here``."""
     code = ("import json, sys; from dataclasses import asdict\n"
-            "from tamperbench.bench.scoring.sandbox import Limits, run_program\n"
+            "from tamperbench.tasks.scoring.sandbox import Limits, run_program\n"
             f"r = run_program(sys.stdin.read(), Limits({limits}))\n"
             "print(json.dumps(asdict(r)))\n")
     out = subprocess.run(["/bin/sh", "-c", 'echo $$ > "$1" && shift && exec "$@"', "join", str(here / "cgroup.procs"),

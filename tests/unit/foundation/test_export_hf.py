@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from tamperbench.errors import UserError
-from tamperbench.export_hf import export_hf
+from tamperbench.export.hf import export_hf
 from tamperbench.store import Record, RunStore
 
 datasets = pytest.importorskip("datasets")

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tamperbench.errors import UserError
-from tamperbench.export import export_run
+from tamperbench.export.tables import export_run
 from tamperbench.quote.items import items_by_id
 from tamperbench.quote.score_file import read_lines, score_lines
 from tamperbench.specs import load_spec_file, read_spec_json

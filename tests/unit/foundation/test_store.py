@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from tamperbench.errors import UserError
-from tamperbench.export import export_run
+from tamperbench.export.tables import export_run
 from tamperbench.store import Record, RunStore, trial_key
 
 

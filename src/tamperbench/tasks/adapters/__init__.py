@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tamperbench.bench.adapters import code, free, mc
-from tamperbench.bench.adapters.base import Adapter
+from tamperbench.tasks.adapters import code, free, mc
+from tamperbench.tasks.adapters.base import Adapter
 from tamperbench.errors import UserError
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in (

@@ -19,7 +19,7 @@ import re
 import string
 from collections import Counter
 
-from tamperbench.bench.schema import LETTERS
+from tamperbench.tasks.schema import LETTERS
 
 
 def coerce_letter(response: str, choices: tuple[str, ...] | list[str]) -> tuple[str | None, str]:

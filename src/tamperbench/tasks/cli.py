@@ -30,8 +30,8 @@ def list_adapters(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per adapter instead of a table.")] = False,
 ) -> None:
     """Every adapter, its source, and whether local data was found (never touches the network)."""
-    from tamperbench.bench.adapters import ADAPTERS
-    from tamperbench.bench.load import fixture_path, local_data_dir, local_files, shipped_path
+    from tamperbench.tasks.adapters import ADAPTERS
+    from tamperbench.tasks.load import fixture_path, local_data_dir, local_files, shipped_path
 
     rows = []
     for ad in ADAPTERS.values():
@@ -67,7 +67,7 @@ def check(
     show: Annotated[int, typer.Option("--show", help="Print the prompt of the first N items.")] = 0,
 ) -> None:
     """Load and validate a benchmark's items; print counts (a row in the wrong schema: one line naming it)."""
-    from tamperbench.bench.load import load
+    from tamperbench.tasks.load import load
 
     loaded = load(name, data, fixture=fixture)
     summary = loaded.summary()
@@ -100,10 +100,10 @@ def score(
     tree, and refuse without them."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tamperbench.bench.answers import parse_answers, read_answer_lines
-    from tamperbench.bench.load import load
-    from tamperbench.bench.scoring.sandbox import Limits, isolation_name
-    from tamperbench.bench.scoring.score import score as score_one
+    from tamperbench.tasks.answers import parse_answers, read_answer_lines
+    from tamperbench.tasks.load import load
+    from tamperbench.tasks.scoring.sandbox import Limits, isolation_name
+    from tamperbench.tasks.scoring.score import score as score_one
 
     if not (0 < timeout <= 3600) or not (64 <= memory_mb <= 1 << 20) or not (1 <= workers <= 256):
         raise UserError("--timeout must be in (0, 3600], --memory-mb in [64, 1048576] and --workers in [1, 256]")
@@ -132,7 +132,7 @@ def score(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        from tamperbench.fsio import atomic_write
+        from tamperbench.safeio.files import atomic_write
 
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out, text)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tamperbench.bench.adapters.base import Adapter, item, seeded_order, string_list, text_field
-from tamperbench.bench.schema import LETTERS, BenchItem
-from tamperbench.bench.scoring.math_equiv import last_boxed_only_string, remove_boxed
-from tamperbench.bench.sources import RowCtx, bad, need
+from tamperbench.tasks.adapters.base import Adapter, item, seeded_order, string_list, text_field
+from tamperbench.tasks.schema import LETTERS, BenchItem
+from tamperbench.tasks.scoring.math_equiv import last_boxed_only_string, remove_boxed
+from tamperbench.tasks.sources import RowCtx, bad, need
 
 
 def _targets(row: dict[str, Any], ctx: RowCtx, key: str) -> tuple[list[str], list[int]]:

@@ -2,7 +2,7 @@
 
 An adapter is data plus one ``convert(row, ctx)`` function: the row is a dict in the dataset's
 ORIGINAL published schema (field names exactly as released), the result is a :class:`BenchItem`.
-Convert functions raise :class:`~tamperbench.bench.sources.SchemaError` through ``need``/``bad``,
+Convert functions raise :class:`~tamperbench.tasks.sources.SchemaError` through ``need``/``bad``,
 so a file in the wrong schema gives one line naming the file, the line and the field.
 """
 
@@ -13,8 +13,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from tamperbench.bench.schema import LETTERS, BenchItem, Domain, Provenance, ScoringRule
-from tamperbench.bench.sources import RowCtx, bad
+from tamperbench.tasks.schema import LETTERS, BenchItem, Domain, Provenance, ScoringRule
+from tamperbench.tasks.sources import RowCtx, bad
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Adapter:
     hub: tuple[str, str | None, str]  # (dataset, config, split) as loaded with datasets.load_dataset
     original: str  # where the original files come from and which fields they have (shown by `bench list`)
     convert: Callable[[dict[str, Any], RowCtx, "Adapter"], BenchItem]
-    fixture: str  # file name under tamperbench/bench/fixtures
+    fixture: str  # file name under tamperbench/tasks/fixtures
     csv_columns: tuple[str, ...] | None = None  # header-less CSV columns (original MMLU release)
     aliases: tuple[str, ...] = field(default=())
 
@@ -52,7 +52,7 @@ def item(adapter: Adapter, ctx: RowCtx, original_id: Any, *, split: str | None =
 
 
 def text_field(row: dict[str, Any], ctx: RowCtx, name: str) -> str:
-    from tamperbench.bench.sources import need
+    from tamperbench.tasks.sources import need
 
     (value,) = need(row, ctx, name)
     if not isinstance(value, str):

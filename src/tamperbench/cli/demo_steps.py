@@ -101,7 +101,7 @@ class Stamps:
 
     def refresh(self, done: list[Step]) -> None:
         """Fingerprint every finished step's outputs as they are now, and save."""
-        from tamperbench.fsio import atomic_write
+        from tamperbench.safeio.files import atomic_write
 
         for s in done:
             if step_key(s) in self.data:

@@ -70,7 +70,7 @@ MAX_TEXT_BYTES = 256 * 1024**2  # decompressed: the largest real benchmark file 
 
 
 def _text(path: Path) -> str:
-    from tamperbench.fsio import check_size
+    from tamperbench.safeio.files import check_size
 
     check_size(path, MAX_FILE_BYTES, "data file")  # also refuses a FIFO or device before reading
     if path.name.endswith(".gz"):  # bound what it expands to, read in chunks: a small gzip can hold gigabytes

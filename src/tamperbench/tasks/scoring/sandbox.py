@@ -3,7 +3,7 @@
 Layers, all in force before the program runs any of its code:
 
 - isolation: bubblewrap (bwrap.py says what the program can and cannot see). Required: without it
-  :func:`run_program` raises :class:`~tamperbench.bench.scoring.bwrap.SandboxUnavailable`, unless
+  :func:`run_program` raises :class:`~tamperbench.tasks.scoring.bwrap.SandboxUnavailable`, unless
   ``Limits(sandboxed=False)`` (the CLI's ``--unsafe-no-sandbox``), which every result then names;
 - the whole process tree: a cgroup of its own (cgroup.py) bounds the memory of every process the program
   starts together (``memory_mb``) and their number (``max_procs``, root included); required like bubblewrap;
@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tamperbench.bench.scoring import bwrap, cgroup
+from tamperbench.tasks.scoring import bwrap, cgroup
 
 CHILD = Path(__file__).with_name("_sandbox_child.py")
 TAIL = 2000  # bytes of stdout and of stderr kept (the end: where a traceback or the nonce is)
@@ -162,7 +162,7 @@ def _status(code: int, sandboxed: bool, nonce_seen: bool) -> str:
 
 def run_program(source: str, limits: Limits = Limits()) -> RunResult:
     """Run ``source`` as a Python program under the limits above; never raises for the program's faults
-    (raises :class:`~tamperbench.bench.scoring.bwrap.SandboxUnavailable` when it cannot isolate it)."""
+    (raises :class:`~tamperbench.tasks.scoring.bwrap.SandboxUnavailable` when it cannot isolate it)."""
     isolation = isolation_name(limits)
     flags = [_rlimits(limits), *([] if limits.audit_hook else ["--no-audit"])]
     if not limits.sandboxed:

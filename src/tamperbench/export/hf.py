@@ -27,8 +27,8 @@ from pathlib import Path
 
 from tamperbench import __version__
 from tamperbench.errors import UserError
-from tamperbench.export import export_run, record_tables
-from tamperbench.markdown import escape_markdown
+from tamperbench.export.tables import export_run, record_tables
+from tamperbench.safeio.markdown import escape_markdown
 from tamperbench.store import RunStore
 
 # What each suite's records come from, for the card's citation section (the source documents in

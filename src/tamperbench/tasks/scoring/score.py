@@ -12,8 +12,8 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from tamperbench.bench.schema import BenchItem
-from tamperbench.bench.scoring.sandbox import Limits
+from tamperbench.tasks.schema import BenchItem
+from tamperbench.tasks.scoring.sandbox import Limits
 
 
 class Verdict(BaseModel):
@@ -31,7 +31,7 @@ class Verdict(BaseModel):
 
 
 def _mc(item: BenchItem, response: str) -> Verdict:
-    from tamperbench.bench.scoring.text_rules import coerce_letter
+    from tamperbench.tasks.scoring.text_rules import coerce_letter
 
     letter, rule = coerce_letter(response, item.choices or ())
     gold: set[str] = (set(item.true_letters) if item.scoring == "mc_letter_any_true" and item.true_letters
@@ -43,7 +43,7 @@ def _mc(item: BenchItem, response: str) -> Verdict:
 
 
 def _gsm8k(item: BenchItem, response: str) -> Verdict:
-    from tamperbench.bench.scoring.text_rules import exact_match, gsm8k_extract, token_f1
+    from tamperbench.tasks.scoring.text_rules import exact_match, gsm8k_extract, token_f1
 
     pred, found = gsm8k_extract(response)
     em, f1 = exact_match(pred, item.answer or ""), token_f1(pred, item.answer or "")
@@ -54,7 +54,7 @@ def _gsm8k(item: BenchItem, response: str) -> Verdict:
 
 
 def _math(item: BenchItem, response: str) -> Verdict:
-    from tamperbench.bench.scoring.math_equiv import is_equiv, last_boxed_only_string, remove_boxed
+    from tamperbench.tasks.scoring.math_equiv import is_equiv, last_boxed_only_string, remove_boxed
 
     boxed = last_boxed_only_string(response)
     pred = remove_boxed(boxed) if boxed else None
@@ -64,7 +64,7 @@ def _math(item: BenchItem, response: str) -> Verdict:
 
 
 def _code(item: BenchItem, response: str, limits: Limits) -> Verdict:
-    from tamperbench.bench.scoring.code_tests import extract_code, run_tests
+    from tamperbench.tasks.scoring.code_tests import extract_code, run_tests
 
     code = extract_code(response)
     if not code.strip():
@@ -81,7 +81,7 @@ def _code(item: BenchItem, response: str, limits: Limits) -> Verdict:
 
 
 def _ifeval(item: BenchItem, response: str) -> Verdict:
-    from tamperbench.bench.scoring.ifeval import check
+    from tamperbench.tasks.scoring.ifeval import check
 
     spec = item.ifeval
     assert spec is not None

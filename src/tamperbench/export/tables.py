@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 
-from tamperbench.csvsafe import defuse_table
+from tamperbench.safeio.csv_cells import defuse_table
 from tamperbench.errors import UserError, damaged_database
 from tamperbench.store import Record, RunStore
 from tamperbench.store.run_store import quote_ident
@@ -51,7 +51,7 @@ def export_run(run_dir: Path, fmt: str, out: Path, table: str | None = None,
     """Write one file per record table (``out`` itself when only one table is exported).
 
     CSV text cells that a spreadsheet would run as formulas get a leading apostrophe
-    (:mod:`tamperbench.csvsafe`) unless ``raw``."""
+    (:mod:`tamperbench.safeio.csv_cells`) unless ``raw``."""
     if fmt not in FORMATS:
         raise UserError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
     store = RunStore.open_existing(run_dir, read_only=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tamperbench.bench.adapters.base import Adapter, item, text_field
-from tamperbench.bench.schema import BenchItem, CodeTests, IFEvalSpec
-from tamperbench.bench.sources import RowCtx, bad, need
+from tamperbench.tasks.adapters.base import Adapter, item, text_field
+from tamperbench.tasks.schema import BenchItem, CodeTests, IFEvalSpec
+from tamperbench.tasks.sources import RowCtx, bad, need
 
 MBPP_INSTRUCTION = "You are an expert Python programmer, and here is your task:"
 
@@ -53,7 +53,7 @@ def ifeval(row: dict[str, Any], ctx: RowCtx, ad: Adapter) -> BenchItem:
         raise bad(ctx, "instruction_id_list", "must be a non-empty list of instruction ids")
     if not isinstance(kwargs, list) or len(kwargs) != len(ids) or not all(isinstance(k, dict) for k in kwargs):
         raise bad(ctx, "kwargs", f"must be a list of {len(ids)} objects, one per instruction")
-    from tamperbench.bench.scoring.ifeval import unknown_instructions
+    from tamperbench.tasks.scoring.ifeval import unknown_instructions
 
     unknown = unknown_instructions(ids)
     if unknown:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tamperbench.bench.adapters.base import (
+from tamperbench.tasks.adapters.base import (
     Adapter, index_field, item, letter_field, mc_fields, seeded_order, string_list, text_field,
 )
-from tamperbench.bench.schema import BenchItem
-from tamperbench.bench.sources import RowCtx, bad, need
+from tamperbench.tasks.schema import BenchItem
+from tamperbench.tasks.sources import RowCtx, bad, need
 
 MMLU_CSV = ("question", "A", "B", "C", "D", "answer")
 

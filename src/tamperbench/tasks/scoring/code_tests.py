@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tamperbench.bench.schema import BenchItem
-from tamperbench.bench.scoring.sandbox import Limits, RunResult, run_program
+from tamperbench.tasks.schema import BenchItem
+from tamperbench.tasks.scoring.sandbox import Limits, RunResult, run_program
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
 

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from tamperbench.cli_options import ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt
+from tamperbench.cli.options import ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt
 from tamperbench.errors import UserError, printable
 
 app = typer.Typer(
@@ -59,7 +59,7 @@ def export(
                                       "as text, never run it as a formula).")] = False,
 ) -> None:
     """Export a run's records, with provenance joined in."""
-    from tamperbench.export import export_run
+    from tamperbench.export.tables import export_run
 
     if fmt == "inspect":
         if table is not None:
@@ -72,7 +72,7 @@ def export(
     if fmt == "hf":
         if table is not None:
             raise UserError("--table: not used with --format hf (every record table becomes one config)")
-        from tamperbench.export_hf import export_hf
+        from tamperbench.export.hf import export_hf
 
         for name, path, n in export_hf(run, out):
             _say(f"{name}: {n} rows -> {path}")
@@ -95,7 +95,7 @@ def answer(
 ) -> None:
     """Answer one question greedily; print every token with its surprisal and entropy."""
     from tamperbench.models import load_backend
-    from tamperbench.token_table import answer_token_stats, token_table
+    from tamperbench.cli.answer import answer_token_stats, token_table
 
     if max_new_tokens < 1:
         raise UserError(f"--max-new-tokens: must be at least 1, got {max_new_tokens}")
@@ -188,17 +188,17 @@ def demo(
     model: ModelOpt = "embedded",
 ) -> None:
     """The main job on the embedded model: answer, Sleight of Word, jury, Exact Words, OWMI and its claims, report."""
-    from tamperbench.demo import run_demo
+    from tamperbench.cli.demo import run_demo
 
     run_demo(app, out, model)
 
 
 _mount_suites()
-from tamperbench.cli_models import app as _models_app  # noqa: E402  (typer + rich only at import)
+from tamperbench.cli.models import app as _models_app  # noqa: E402  (typer + rich only at import)
 
 app.add_typer(_models_app, name="models")
 # Benchmark adapters are a shared layer below the suites (not a suite): mounted directly.
-from tamperbench.bench.cli import app as _bench_app  # noqa: E402  (typer + rich only at import)
+from tamperbench.tasks.cli import app as _bench_app  # noqa: E402  (typer + rich only at import)
 
 app.add_typer(_bench_app, name="bench", help="Benchmark adapters: list, check and score twelve public benchmarks.")
 # The OpenAI-compatible server (FastAPI/uvicorn are imported only when it starts).

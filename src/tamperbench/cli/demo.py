@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 
-from tamperbench.demo_steps import Step, cpu_seconds, run_steps, step_table
+from tamperbench.cli.demo_steps import Step, cpu_seconds, run_steps, step_table
 
 DEMO_QUESTION = "what causes the phases of the moon?"
 # A quick Exact Words run: a few dirty and clean items of the standard preset, both arms.

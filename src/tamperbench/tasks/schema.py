@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tamperbench.bench.prompts import render_prompt
+from tamperbench.tasks.prompts import render_prompt
 
 Domain = Literal["knowledge", "commonsense", "arithmetic", "code", "instruction_following"]
 
