@@ -1,4 +1,4 @@
-"""Time ``tamperbench demo``'s resume path over a demo folder a first run left (issue 36 item 3).
+"""Time ``tamperbench demo``'s resume path over a demo folder a first run left.
 
     python benchmarks/demo_resume.py --out runs/demo [--steps N]
 

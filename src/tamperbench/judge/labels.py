@@ -1,9 +1,9 @@
-"""What suites share: the judge labels, the rule for "ignored", the jury's vote rules, record field names.
+"""The jury's labels: their names, the rule for "ignored", the vote rules, the record field names.
 
-WHY one module: the labels and the "ignored" rule used to be written in three places (the judge
-prompt, the sleight tables, the run report), and two of them disagreed on "ignored" when a label
-had no majority, so Table 1's "Ign." could differ from what ``judge run`` printed. Every consumer
-now imports these definitions; nothing else spells them out.
+WHY one module: the judge prompt, the Sleight of Word tables and the run report all read these
+labels and the "ignored" rule; written in each place, two copies can disagree on "ignored" when a
+label has no majority, and Table 1's "Ign." would differ from what ``judge run`` prints. Every
+consumer imports these definitions; nothing else spells them out.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ before the tests gives it too. The parent sends a fresh random nonce on stdin, a
 when stdout ends with it.
 
 WHY the program runs on a thread of its own, started from C: the nonce and the verdict must be out of the
-program's reach, or it could print the nonce itself and leave without running the tests (issue 35). The
+program's reach, or it could print the nonce itself and leave without running the tests. The
 main thread keeps the nonce in its own frame; the program's thread is started by ``_thread`` with a chain
 of built-in callables only (``list.extend`` over ``exec`` then ``lock.release``), so no Python frame of
 this harness is below the program's: ``sys._getframe().f_back`` and tracebacks end at the program's own
