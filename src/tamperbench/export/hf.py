@@ -31,18 +31,18 @@ from tamperbench.export.tables import export_run, record_tables
 from tamperbench.safeio.markdown import escape_markdown
 from tamperbench.store import RunStore
 
-# What each suite's records come from, for the card's citation section (the source documents in
-# shared/seeds; the Exact Words documents and items are tamperbench's own).
+# What each suite's records come from, for the card's citation section: the paper (title, authors,
+# public address) and what of it the records use (the Exact Words documents and items are tamperbench's own).
 SOURCES = {
     "sleight": ("Sleight of Word Benchmark: Can Language Models Notice If Their Own Output Was Tampered "
-                "With?", "Alberto Cetoli", "questions (Appendix F), substitution words (Appendix E) and "
+                "With?", "Alberto Cetoli, https://fractalego.github.io/Sleight-of-Word/", "questions (Appendix F), substitution words (Appendix E) and "
                 "judge prompt (Appendix G) from the paper"),
     "quote": ("Exact Words: I planted typos to catch AI models editing quotes", "Kaggle Benchmarking "
-              "Challenge submission", "documents and items written for tamperbench (the paper's are not "
+              "Challenge submission, https://www.kaggle.com/benchmarks/saharshtibrewala/exact-words", "documents and items written for tamperbench (the paper's are not "
               "public)"),
     "owmi": ("Open-Weight Masked Introspection: Measuring What Language Models Can Report About Their Own "
-             "Computation", "Emilio Ferrara", "items from tamperbench's own item files and the benchmark "
-             "adapters"),
+             "Computation", "Emilio Ferrara, arXiv:2608.20569, https://arxiv.org/abs/2608.20569", "items from tamperbench's own item files "
+             "and the benchmark adapters"),
 }
 ITEMS_LICENSE = "apache-2.0"
 

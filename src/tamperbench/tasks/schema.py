@@ -1,6 +1,6 @@
 """One canonical item schema that every benchmark adapter fills.
 
-OWMI (seed 003, Section 4) attaches to benchmarks people already use and keeps their prompts and
+OWMI (Ferrara, arXiv:2608.20569, Section 4) attaches to benchmarks people already use and keeps their prompts and
 task scoring. Suites therefore never see a benchmark's own file layout: each adapter turns its
 dataset's original published schema into :class:`BenchItem`, and the scorer for
 ``item.scoring`` applies that benchmark's own rule. Items are frozen so a cached baseline pass,

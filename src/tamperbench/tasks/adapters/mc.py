@@ -2,7 +2,7 @@
 
 Each ``convert`` reads the field names exactly as the dataset was released (and, where the
 hub copy renamed them, that form too); the gold becomes an option letter because all of these
-are scored by option-letter coercion + exact match (seed 003, Section 6.2).
+are scored by option-letter coercion + exact match (the OWMI paper, arXiv:2608.20569, Section 6.2).
 """
 
 from __future__ import annotations

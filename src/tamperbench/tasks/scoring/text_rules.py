@@ -1,6 +1,6 @@
 """Option-letter coercion (multiple choice) and GSM8K's exact-match / token-F1 rule.
 
-Letter coercion (seed 003, Section 6.2: 'coerces the model response to an option letter and
+Letter coercion (the OWMI paper, arXiv:2608.20569, Section 6.2: 'coerces the model response to an option letter and
 applies an exact 0/1 match'): the reply is read in this order and the first rule that applies wins
 
 1. the whole reply is a letter, optionally bracketed or followed by '.', ')' or ':'
