@@ -11,7 +11,7 @@ stacked; the two parts are merged by log-sum-exp. Every query of a row sees all 
 (rows, 1, L, private columns) additive mask built once per forward (causal, branch padding masked).
 
 Rounding: a softmax split in two and merged is not bitwise SDPA over the concatenated keys;
-logits move by float32 rounding (the quote benchmark and tests/integration/speed/test_prefix_tree.py
+logits move by float32 rounding (the quote benchmark and tests/integration/models/test_prefix_tree.py
 check greedy tokens against each prompt prefilled alone), so the provenance value names it
 (cascade.MODE). Used only by the prefix tree under cascade attention.
 """

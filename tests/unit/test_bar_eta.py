@@ -1,7 +1,7 @@
 """The progress bars' token bounds are the dry runs' numbers (issue 14 item 3: "the progress bar's
 ETA uses the same model"), counted by hand from the presets; no model is loaded.
 
-The hand counts are the ones tests/integration/speed/test_dry_run.py checks the printed plans
+The hand counts are the ones tests/integration/test_dry_run.py checks the printed plans
 against: Exact Words standard = 37 items x 2 arms x 96 tokens; OWMI quick = 300 records x 20 tokens
 + 3 units x 4 model conditions x 16 task tokens = 6,192."""
 

@@ -4,7 +4,7 @@ Rows admitted through the prefix admitter keep only their private columns (suffi
 read their group's prefix once a step (models/decoding/cascade.py). Every steering operation the
 suites use (fork, one-token and deep rollback, compaction, release and re-admission, export and
 import) must give the tokens of the copy path, where each row holds the prefix itself; the copy
-path is checked against each prompt prefilled alone in tests/integration/speed/test_prefix_share_*.
+path is checked against each prompt prefilled alone in tests/integration/models/test_prefix_share_*.
 Weights use initializer_range 0.3 so the tiny model's distributions are decisive (float noise
 cannot flip an arg-max), as in tests/integration/models/test_architecture_parity.py.
 """

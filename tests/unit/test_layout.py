@@ -15,7 +15,7 @@ import pytest
 
 from tamperbench.suites import BUILTIN
 
-SRC = Path(__file__).resolve().parents[3] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 PKG = SRC / "tamperbench"
 MAX_LINES = 400
 SHARED = {"judge"}  # judges any suite's replies; suites may use it, it must not import a suite either way
@@ -81,3 +81,19 @@ def test_shared_packages_import_no_suite():
     offenders = [f"{p.relative_to(SRC)} imports tamperbench.{b}" for pkg in SHARED
                  for p in sorted((PKG / pkg).rglob("*.py")) for b in sorted(imported_packages(p) & SUITES)]
     assert not offenders, "; ".join(offenders)
+
+
+# Test folders that are not a package of src/tamperbench: the repository's own tools/ and benchmarks/
+# scripts, and owmi_analysis (the tests of owmi/analysis, kept apart by the OWMI tests' owner).
+NOT_PACKAGES = {"tools", "benchmarks", "owmi_analysis"}
+
+
+def test_the_tests_tree_mirrors_src():
+    """Tests of ``src/tamperbench/X/...`` live in ``tests/{unit,integration,e2e}/X/``; tests of a
+    top-level module ``src/tamperbench/x.py`` (and of the package as a whole) directly in the tier folder."""
+    tests = Path(__file__).resolve().parents[1]
+    packages = {p.name for p in PKG.iterdir() if (p / "__init__.py").is_file()}
+    strays = [f"{tier.name}/{d.name}" for tier in sorted(tests.iterdir()) if tier.is_dir() and tier.name != "__pycache__"
+              for d in sorted(tier.iterdir()) if d.is_dir() and d.name != "__pycache__"
+              and d.name not in packages | NOT_PACKAGES]
+    assert not strays, f"test folders with no src/tamperbench package of that name: {strays}"

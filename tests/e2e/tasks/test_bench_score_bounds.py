@@ -29,7 +29,7 @@ EXE = str(Path(sys.executable).parent / "tamperbench")
 FIXTURES = Path(__file__).resolve().parents[3] / "src" / "tamperbench" / "tasks" / "fixtures"
 MBPP = FIXTURES / "mbpp" / "mbpp.jsonl"
 CORRECT = "import math\ndef is_not_prime(n):\n    return any(n % i == 0 for i in range(2, math.isqrt(n) + 1))\n"
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "tasks"))
 from test_sandbox_escape import FORK_EXEC, marked_processes  # noqa: E402
 
 SPAWN = FORK_EXEC + """
