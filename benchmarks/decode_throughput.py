@@ -2,7 +2,7 @@
 
 Checks that both emit identical greedy tokens, then prints tokens/s for each, their ratio, and
 the step decoder at batch 64 vs batch 1 (timed by benchmarks/_harness.py: one thread unless
-``--threads``, rotated rounds, medians, load average and machine). Targets (issue 2): ours >= generate at batch 64;
+``--threads``, rotated rounds, medians, load average and machine). Targets: ours >= generate at batch 64;
 batch 64 >= 6x the tokens/s of batch 1.
 
     .venv/bin/python benchmarks/decode_throughput.py            # 64 prompts x 64 new tokens

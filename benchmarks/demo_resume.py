@@ -1,4 +1,4 @@
-"""Time ``tamperbench demo``'s resume path over a demo folder a first run left (issue 36 item 3).
+"""Time ``tamperbench demo``'s resume path over a demo folder a first run left.
 
     python benchmarks/demo_resume.py --out runs/demo [--steps N]
 
@@ -18,8 +18,8 @@ from pathlib import Path  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from tamperbench.cli import app  # noqa: E402
-from tamperbench.demo import demo_steps  # noqa: E402
-from tamperbench.demo_steps import cpu_seconds, run_steps, step_table  # noqa: E402
+from tamperbench.cli.demo import demo_steps  # noqa: E402
+from tamperbench.cli.demo_steps import cpu_seconds, run_steps, step_table  # noqa: E402
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ most that many, as the runner does), the same in both modes. The benchmark check
 identical, prints wall time, prefill tokens fed, rows, peak resident memory and the ratio, timed by
 benchmarks/_harness.py (one thread unless ``--threads``; ``--rounds`` rotated rounds, medians, the
 ratio as the median of per-round ratios, load average and machine).
-Targets (issue 14): standard >= 3x, depth >= 8x, in full presets with the default 96 new tokens.
+Targets: standard >= 3x, depth >= 8x, in full presets with the default 96 new tokens.
 ``--items N`` takes the first N items (both arms); the ratio then understates the full preset's
 (fewer prompts share each prefix). ``--alone-prompts N`` runs the whole preset with reuse but the
 no-reuse baseline on its first N prompts only (the depth baseline prefills 74 x ~3,200 tokens, about

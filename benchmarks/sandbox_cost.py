@@ -11,8 +11,8 @@ import statistics
 import subprocess
 import time
 
-from tamperbench.bench.scoring import cgroup
-from tamperbench.bench.scoring.sandbox import Limits, run_program
+from tamperbench.tasks.scoring import cgroup
+from tamperbench.tasks.scoring.sandbox import Limits, run_program
 
 PROGRAM = "def f(x):\n    return x + 1\nassert f(1) == 2\n"
 

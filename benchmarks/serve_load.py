@@ -8,7 +8,7 @@ step decoder, so the ratio is the batching gain.
 
     .venv/bin/python benchmarks/serve_load.py [--clients 32 --per-client 2 --max-tokens 16]
 
-``--abandon N`` (issue 29.4) measures instead: N clients send ``max_tokens`` 4096 and disconnect after
+``--abandon N`` measures instead: N clients send ``max_tokens`` 4096 and disconnect after
 ``--abandon-after`` seconds; then one 2-token request is timed, and the server's resident memory is read
 (``/proc/PID/status``) before, at the peak, and a few seconds after. The server drops abandoned rows, so
 the short request must be answered within a few seconds and memory return within 10% of the start.

@@ -2,7 +2,7 @@
 
 The baseline is what a naive logger writes: one JSON line per trial with the clean run's
 answer and per-token values copied in. Ours stores the clean answer once per question and a
-trial's arrays only from its first swap on. Issue 3's target: ours <= 1/4 of the baseline.
+trial's arrays only from its first swap on. The target: ours <= 1/4 of the baseline.
 
 Method: run the quick preset on the embedded model (real trials), then replicate its trials
 (new keys, values jittered so DuckDB cannot deduplicate them) up to N trials in both layouts,

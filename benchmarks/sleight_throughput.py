@@ -14,7 +14,7 @@ MFU >= 0.7, peak memory within 15%.
 Load: the machine is shared, so each workload runs in interleaved rounds (engine, engine without
 matched branches, a slice of the naive trials, a matmul peak sample; the chunked loop in the middle
 round) and the ratios and MFU use medians over the rounds, not one lucky or unlucky run. Beside the
-MFU on wall time (issue 14's definition) it prints the MFU on the engine's CPU time (one thread:
+MFU on wall time (the speed target's definition) it prints the MFU on the engine's CPU time (one thread:
 the time it really ran), which other processes' load does not deflate as much.
 
     .venv/bin/python benchmarks/sleight_throughput.py --quick          # minutes: small workloads, 2 rounds, no memory runs
@@ -32,7 +32,7 @@ apart at 1 to 46 rows and the run's mean context, fitted as fixed + per row (the
 the per-row compute as the kernels really run them; a few CPU seconds). Last, the linear layers
 alone (the model's own, packed and fused as the engine runs them, chained at 1 to 46 rows): the MFU
 this run's steps would reach if everything else took no time, and the time per step MFU 0.7 leaves
-for attention, norms, statistics and bookkeeping beside what the measured forward spends on them. The MFU lines above it are issue 14's definition, unchanged.
+for attention, norms, statistics and bookkeeping beside what the measured forward spends on them. The MFU lines above it follow the speed target's definition.
 
 The engine's linears run over oneDNN pre-packed weights (models/decoding/packed_linear.py); the
 naive and chunked loops call the model as it is (packing does not help one row at a time: 0.92x).

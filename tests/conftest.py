@@ -56,7 +56,7 @@ def _shared_load_hf(real_load_hf):
     quiet, seconds loaded) on top of the load the session already paid. Each call gets its own shallow
     copy of the backend (its own attributes; the model and tokenizer shared, as every model test
     shares ``embedded_backend``). Loading itself keeps its subprocess tests (each command's smoke
-    test, tests/integration/foundation/test_embedded_model.py, the cold-cache case)."""
+    test, tests/integration/models/test_embedded_model.py, the cold-cache case)."""
     import copy
 
     def load_hf(spec="embedded", *, device="auto", dtype=None, batch_size=None, chat_template=None):
@@ -93,7 +93,7 @@ def embedded_tokenizer(embedded_backend):
 def bwrap_sandbox():
     """The code sandbox's isolation layer (bubblewrap); the test is skipped, naming why, where it cannot run.
     ``make test`` installs it (the Makefile's sandbox-tools target), as it installs chromium for the browser tests."""
-    from tamperbench.bench.scoring import bwrap
+    from tamperbench.tasks.scoring import bwrap
 
     found = bwrap.probe()
     if isinstance(found, str):
@@ -173,7 +173,7 @@ def _build_model_cache(session):
     needs the model. WHY: the first load prints a "dequantizing ..." line and takes ~30 s; left to
     whichever test loads first, that line lands in one test's stderr and its one-line-error check
     depends on test order (CI failed that way). A cold cache is tested on purpose, in its own
-    TAMPERBENCH_HOME (tests/e2e/foundation/test_hostile_inputs.py)."""
+    TAMPERBENCH_HOME (tests/e2e/cli/test_hostile_inputs.py)."""
     if any(item.get_closest_marker("model") for item in session.items):
         import fcntl
 
@@ -220,7 +220,7 @@ def tb_inprocess(monkeypatch):
 
     WHY: a subprocess costs an interpreter start and the imports (~0.5 s each, seconds on a loaded
     2-core machine) and proves nothing more for a test about a message or an exit status; the real
-    ``python -m tamperbench.cli`` route keeps its own subprocess tests (tests/e2e/foundation/
+    ``python -m tamperbench.cli`` route keeps its own subprocess tests (tests/e2e/cli/
     test_cli_errors.py, the non-UTF-8 argv and cold-cache cases of test_hostile_inputs.py). What a
     subprocess would show on stderr still shows here: Python's default warning filters are restored
     and pytest's log capture is lifted for the call, so a stray warning or log line fails a

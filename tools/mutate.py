@@ -129,7 +129,7 @@ EQUIVALENT: list[tuple[str, str, str, str]] = [
      "hardest_items keeps only items with failures, whose most_common is never None"),
 ]
 
-# stats (issue 17 part B), each checked by reading the code path the mutant changes.
+# stats, each checked by reading the code path the mutant changes.
 _S = "src/tamperbench/stats/"
 _NUMERIC = "numeric or boolean input (every caller) gives the same sums, means and orderings without the float cast"
 EQUIVALENT += [(_S + mod, fn, f"np.asarray({arg}, {rest}", _NUMERIC)
@@ -261,7 +261,7 @@ EQUIVALENT += [
     *[(_D, "x_zero_dose_margin", n, _SYM) for n in ("expit(b0 + b1 - b)", "- expit(b0 - b))")],
 ]
 
-# OWMI analysis (issue 17: OWMI statistics as they land), each checked by reading the code path the mutant changes.
+# OWMI analysis (its statistics), each checked by reading the code path the mutant changes.
 _O = "src/tamperbench/owmi/"
 EQUIVALENT += [
     (_O + "observer_classifier.py", "x_classifier_rows", '[2 if x["condition"] == "intervention" else 0',

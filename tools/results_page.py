@@ -2,7 +2,7 @@
 
 Nothing here computes a number: every cell is a string or value the suites' own table code produced
 (``sleight.tables``, ``quote.tables``, ``owmi.summary``, ``owmi score``); this module lays them out, draws
-them with matplotlib and says what produced them. ``tests/unit/foundation/test_results_page.py`` checks that
+them with matplotlib and says what produced them. ``tests/unit/tools/test_results_page.py`` checks that
 every number on the page is one of those values.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tamperbench.markdown import markdown_table
+from tamperbench.safeio.markdown import markdown_table
 
 MAKE = {"cpu-small": "make results RESULTS=cpu-small", "paper": "make results"}
 SLEIGHT_TABLES = ("table1", "table1b", "table2", "table3")

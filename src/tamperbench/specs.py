@@ -86,7 +86,7 @@ def build_spec(cls: type[S], where: str | None = None, **values: Any) -> S:
 def read_spec_json(path: Path) -> dict:
     """The JSON object in a spec file; a missing file, bad JSON or a non-object is one line."""
     try:
-        from tamperbench.fsio import read_capped
+        from tamperbench.safeio.files import read_capped
 
         data = json.loads(read_capped(path, SPEC_FILE_MAX_BYTES, "spec file").decode("utf-8"))
     except FileNotFoundError:

@@ -35,39 +35,21 @@ The parts a suite provides (each optional except ``cli``):
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from pydantic import BaseModel
 
 from tamperbench.errors import UserError
+from tamperbench.registry import Registry, load_object
+
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "ENV_VAR", "Suite", "get_suite", "load_object", "registered",
+           "runnable_suite"]
 
 ENTRY_POINT_GROUP = "tamperbench.suites"
 ENV_VAR = "TAMPERBENCH_SUITES"
-
-
-def load_object(ref: str, what: str = "object") -> Any:
-    """Import ``"package.module:attr"`` and return the attribute; a bad reference is a UserError."""
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not module_name or not attr:
-        raise UserError(f"{what} {ref!r}: expected 'module:attribute'")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name and module_name.startswith(err.name):
-            raise UserError(f"{what} {ref!r}: module {module_name!r} not found") from None
-        raise  # a dependency of the module is missing: show the real problem
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise UserError(f"{what} {ref!r}: {module_name} has no attribute {attr!r}") from None
-    return obj
 
 
 @dataclass(frozen=True)
@@ -163,40 +145,32 @@ BUILTIN: tuple[Suite, ...] = (
 )
 
 
-def _as_suites(obj: Any, where: str) -> list[Suite]:
+def _as_suites(obj: Any, where: str) -> list[tuple[str, Suite]]:
     items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
     for item in items:
         if not isinstance(item, Suite):
             raise UserError(f"{where}: expected a tamperbench.suites.Suite, got {type(item).__name__}")
-    return items
-
-
-def _external() -> list[Suite]:
-    found: list[Suite] = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found += _as_suites(ep.load(), f"entry point {ep.name!r} ({ep.value})")
-    for ref in filter(None, (r.strip() for r in os.environ.get(ENV_VAR, "").split(","))):
-        found += _as_suites(load_object(ref, ENV_VAR), f"{ENV_VAR} {ref!r}")
-    return found
+    return [(item.name, item) for item in items]
 
 
 @lru_cache(maxsize=None)
-def _registry(env: str) -> dict[str, Suite]:
-    del env  # part of the cache key only: a test that changes the variable sees its suites
-    return {s.name: s for s in (*BUILTIN, *_external())}
+def _registry(env: str) -> Registry[Suite]:
+    reg: Registry[Suite] = Registry("suite")
+    for suite in BUILTIN:
+        reg.add(suite.name, suite)
+    reg.add_entry_points(ENTRY_POINT_GROUP, _as_suites)
+    reg.add_refs(filter(None, (r.strip() for r in env.split(","))), ENV_VAR, _as_suites)
+    return reg
 
 
 def registered() -> dict[str, Suite]:
     """Every known suite by name (built-in, entry points, ``TAMPERBENCH_SUITES``)."""
-    return dict(_registry(os.environ.get(ENV_VAR, "")))
+    return _registry(os.environ.get(ENV_VAR, "")).as_dict()
 
 
 def get_suite(name: object, where: str = "suite") -> Suite:
     """The suite called ``name``; anything else is a UserError listing the registered ones."""
-    suites = registered()
-    if isinstance(name, str) and name in suites:
-        return suites[name]
-    raise UserError(f"{where}: must be one of {', '.join(sorted(suites))}; got {name!r}")
+    return _registry(os.environ.get(ENV_VAR, "")).get(name, where)
 
 
 def runnable_suite(name: object, where: str) -> Suite:

@@ -17,8 +17,8 @@ from typing import Any
 
 from tamperbench import __version__
 from tamperbench.errors import UserError
-from tamperbench.export import record_tables
-from tamperbench.fsio import atomic_path
+from tamperbench.export.tables import record_tables
+from tamperbench.safeio.files import atomic_path
 from tamperbench.quote.taxonomy import paper_class
 from tamperbench.store import RunStore
 

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tamperbench.cli_options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, SeedOpt
+from tamperbench.cli.options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, SeedOpt
 from tamperbench.errors import UserError
 
 app = typer.Typer(help="Judge jury: label tampered replies, agreement between judges, human gold set.",
@@ -54,7 +54,7 @@ def run_cmd(
     """Judge every tampered reply of RUN with a jury; majority vote per label; store votes and verdicts."""
     from tamperbench.judge.agreement import compute_agreement
     from tamperbench.judge.runner import open_run, run_jury
-    from tamperbench.schema import JUDGED_TEXT_RULE_TEXT, PARSE_RULE_TEXT
+    from tamperbench.judge.labels import JUDGED_TEXT_RULE_TEXT, PARSE_RULE_TEXT
 
     from tamperbench.judge.presets import judge_config
 

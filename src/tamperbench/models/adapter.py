@@ -182,7 +182,7 @@ def check(spec: str, adapter: str, base_dir: Path, base_sha256: str) -> AdapterI
 
     folder = Path(adapter).expanduser()
     cfg_path, weights = _files(folder, spec)
-    from tamperbench.fsio import read_capped
+    from tamperbench.safeio.files import read_capped
 
     try:
         cfg = json.loads(read_capped(cfg_path, CONFIG_MAX_BYTES, CONFIG))
@@ -235,7 +235,7 @@ def apply(model, info: AdapterInfo, spec: str):
 
 def write_sidecar(folder: Path, base_spec: str, base_sha256: str, **extra) -> None:
     """Name the base weights an adapter was trained on, so :func:`check` can refuse other weights."""
-    from tamperbench.fsio import atomic_write
+    from tamperbench.safeio.files import atomic_write
 
     atomic_write(Path(folder) / SIDECAR, json.dumps({"base_model": base_spec, "base_sha256": base_sha256, **extra},
                                                     indent=1, sort_keys=True))

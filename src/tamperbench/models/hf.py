@@ -18,7 +18,7 @@ from tamperbench.errors import UserError
 from tamperbench.models.memory import choose_batch_size
 from tamperbench.models.protocols import Generation, ProgressListener, ensure_fits
 from tamperbench.models.templating import MISSING_TEMPLATE_HINT, ChatTemplate, raw_prompt
-from tamperbench.models.step_decoder import StepDecoder
+from tamperbench.models.decoding.decoder import StepDecoder
 
 __all__ = ["Generation", "HFBackend", "choose_batch_size"]
 
@@ -110,7 +110,7 @@ class HFBackend:
 
     # ---------------------------------------------------------------- decoding
     def step_decoder(self, *, topk: int = 20, capacity: int | None = None) -> StepDecoder:
-        """A fresh batched step decoder over this model (see step_decoder.py)."""
+        """A fresh batched step decoder over this model (see models/decoding/decoder.py)."""
         return StepDecoder(self.model, eos_ids=self.eos_ids, topk=topk, device=self.device,
                            capacity=capacity or self.max_batch_size, max_context=self.max_context)
 

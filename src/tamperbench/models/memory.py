@@ -27,7 +27,7 @@ plus the stacked copy the step reads them from when the prefixes differ in lengt
 The largest batch whose total fits in ``fraction`` of free memory is taken, at most the cap.
 tests/unit/models/test_memory_rule.py checks the rule against hand-computed numbers.
 
-Two engines size their own batches from their real work (issue 14): the Sleight of Word swap engine
+Two engines size their own batches from their real work: the Sleight of Word swap engine
 (:func:`slot_batch`: its rows also park snapshots, one row's KV each) and OWMI's ragged teacher-
 forced calibration batch (:func:`ragged_rows`: a DynamicCache, no slots); both say how the size was
 chosen (:class:`BatchChoice`) so their records can carry it.

@@ -133,7 +133,7 @@ class PrefixAdmitter:
         # Sliding-window models share too, prefixes longer than the window included: in the suffix
         # forward each row's real columns are prefix then suffix with no gap (padding comes after),
         # so a window measured in columns is the window in positions, and afterwards the decoder
-        # measures it by position (tests/integration/speed/test_prefix_share_sliding.py checks
+        # measures it by position (tests/integration/models/test_prefix_share_sliding.py checks
         # both against a no-cache reference, and that an off-by-one window would change tokens).
         self._root_len, self._root_ids = 0, []  # see prefix_tree.root_length
         self._root_kv: list | None = None

@@ -107,7 +107,7 @@ class HashMemo:
         if memo_key not in self._memo:
             self._memo[memo_key] = sha256_file(path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            from tamperbench.fsio import atomic_write
+            from tamperbench.safeio.files import atomic_write
 
             atomic_write(self.path, json.dumps(self._memo, indent=0))
         return self._memo[memo_key]

@@ -18,12 +18,13 @@ classmethod, or a plain function with that signature.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tamperbench.errors import UserError
+from tamperbench.registry import load_object
 
 __all__ = ["BackendEntry", "load_backend", "register_backend", "registered", "scheme_of"]
 
@@ -39,11 +40,10 @@ class BackendEntry:
 
 
 _REGISTRY: dict[str, BackendEntry] = {}
-# prefix schemes reserved but not built yet: refused with this message instead of "unknown scheme"
-_RESERVED = {
-    "openai": "the OpenAI-compatible HTTP backend is reserved syntax and not built yet; "
-              "use 'embedded', a local directory, a .gguf file or a hub id",
-}
+# prefix schemes reserved without a backend: a spec naming one is refused with this message instead
+# of being read as a hub id. Registering the scheme lifts the reservation. Every shipped prefix
+# scheme (openai, vllm) has its backend, so none is reserved here.
+_RESERVED: dict[str, str] = {}
 
 
 def register_backend(scheme: str, target: str, *, extra: str | None = None,
@@ -83,20 +83,12 @@ def scheme_of(spec: str) -> str:
     return "hub"  # sources.resolve gives the precise error for anything else
 
 
-def _import(entry: BackendEntry, spec: str):
+def _import(entry: BackendEntry, spec: str) -> Any:
     missing = [m for m in entry.requires if importlib.util.find_spec(m) is None]
     if missing:
         extra = entry.extra or missing[0]
         raise UserError(f"model '{spec}': needs the {extra} extra: pip install 'tamperbench[{extra}]'")
-    module, _, attr = entry.target.partition(":")
-    try:
-        obj = importlib.import_module(module)
-    except ModuleNotFoundError as err:
-        if err.name and module.startswith(err.name):
-            raise UserError(f"model '{spec}': the '{entry.scheme}' backend ({module}) is not part of this "
-                            "tamperbench build") from None
-        raise
-    return getattr(obj, attr)
+    return load_object(entry.target, f"model '{spec}': the '{entry.scheme}' backend")
 
 
 def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | None = None,

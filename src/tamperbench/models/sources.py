@@ -70,7 +70,7 @@ def embedded_gguf_path() -> Path:
 
 
 def is_gguf(path: Path) -> bool:
-    from tamperbench.fsio import regular_file
+    from tamperbench.safeio.files import regular_file
 
     with open(regular_file(path, "the --model file"), "rb") as f:  # a FIFO or device is refused before opening
         return f.read(4) == b"GGUF"
@@ -131,7 +131,7 @@ def _from_dir(spec: str, path: Path, home: Path) -> ResolvedSource:
     if not (path / "config.json").is_file():
         raise UserError(f"model '{spec}': directory has no config.json, so it is not a transformers model")
     _check_config(spec, path / "config.json")
-    from tamperbench.fsio import regular_file
+    from tamperbench.safeio.files import regular_file
 
     weights = sorted(regular_file(p, "a weights file") for p in [*path.glob("*.safetensors"), *path.glob("*.bin")])
     if not weights:
@@ -145,7 +145,7 @@ def _check_config(spec: str, cfg_path: Path) -> None:
     """Refuse, before transformers reads the folder, a config.json over the cap, and one that asks
     for the folder's own code (``auto_map`` for a model type transformers does not know): tamperbench
     never runs it, and transformers would refuse it only after printing warnings."""
-    from tamperbench.fsio import read_capped
+    from tamperbench.safeio.files import read_capped
 
     try:
         cfg = json.loads(read_capped(cfg_path, CONFIG_MAX_BYTES, "config.json"))
@@ -208,7 +208,7 @@ def _cache_ok(folder: Path) -> bool:
     write changes it), so an intact cache loads without re-hashing half a gigabyte every time.
     """
     try:
-        from tamperbench.fsio import read_capped
+        from tamperbench.safeio.files import read_capped
 
         manifest = json.loads(read_capped(folder / MANIFEST, 1 << 20, MANIFEST))
         rehashed = False
@@ -221,7 +221,7 @@ def _cache_ok(folder: Path) -> bool:
                     return False
                 meta["mtime_ns"], rehashed = st.st_mtime_ns, True
         if rehashed:  # verified: remember the mtime so the next load need not hash again
-            from tamperbench.fsio import atomic_write
+            from tamperbench.safeio.files import atomic_write
 
             atomic_write(folder / MANIFEST, json.dumps(manifest, indent=1))
         return True
@@ -244,7 +244,7 @@ def _build_gguf_cache(gguf: Path, folder: Path) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from tamperbench.fsio import atomic_write
+    from tamperbench.safeio.files import atomic_write
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 

@@ -9,9 +9,9 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from tamperbench.cli_options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
+from tamperbench.cli.options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
 from tamperbench.errors import UserError
-from tamperbench.fsio import atomic_write
+from tamperbench.safeio.files import atomic_write
 
 
 def _console() -> Console:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tamperbench.errors import UserError
-from tamperbench.fsio import check_size
+from tamperbench.safeio.files import check_size
 from tamperbench.quote.items import items_by_id
 from tamperbench.quote.scorer import score_response
 

@@ -27,7 +27,7 @@ from tamperbench.quote.runner import TABLE
 from tamperbench.quote.scorer import CATEGORIES
 from tamperbench.quote.taxonomy import PAPER_CLASSES, is_paper, paper_class, paper_notes
 from tamperbench.stats.intervals import wilson  # noqa: F401  (re-exported: the one Wilson interval lives in stats)
-from tamperbench.fsio import atomic_write
+from tamperbench.safeio.files import atomic_write
 from tamperbench.store import RunStore
 
 
@@ -201,7 +201,7 @@ def paper_lines(summary: dict) -> list[str]:
 
 
 def to_markdown(summary: dict) -> str:
-    from tamperbench.markdown import markdown_table  # model names and text: inert Markdown
+    from tamperbench.safeio.markdown import markdown_table  # model names and text: inert Markdown
 
     def pct(r: dict) -> list[str]:
         return [f"{r['faithful_rate']:.1%}", f"{r['ci95'][0]:.1%}-{r['ci95'][1]:.1%}"]

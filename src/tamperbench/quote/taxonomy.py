@@ -6,8 +6,9 @@ paper's five-class counts ("26 truncated, 13 wrong-span, 12 rewritten, 0 correct
 reproduced by adding columns. This is the one written-down mapping, used by ``quote table`` and
 ``quote score`` under ``--taxonomy paper`` (and documented as a table in ``quote/data/README.md``).
 
-The paper's classes (seed 002): *faithful* (exact, or equal under a normalisation that forgives
-only curly quotes, unicode dashes and whitespace), *corrected* (the planted error fixed),
+The paper's classes (the Exact Words write-up, https://www.kaggle.com/benchmarks/saharshtibrewala/exact-words):
+*faithful* (exact, or equal under a normalisation that forgives only curly quotes, unicode dashes and
+whitespace), *corrected* (the planted error fixed),
 *truncated* (a partial quote), *wrong_span* (real text, wrong boundaries), *rewritten* (text that
 exists nowhere in the document).
 

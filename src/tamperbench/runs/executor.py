@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tamperbench.runs.units import Finished, WorkUnit
-from tamperbench.suites import load_object
+from tamperbench.registry import load_object
 
 Live = Callable[[dict], None]
 

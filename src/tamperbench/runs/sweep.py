@@ -40,7 +40,7 @@ def run_dir_name(model: str) -> str:
 
 
 def load_sweep(path: Path) -> SweepSpec:
-    from tamperbench.fsio import read_capped
+    from tamperbench.safeio.files import read_capped
     from tamperbench.specs import SPEC_FILE_MAX_BYTES
 
     try:

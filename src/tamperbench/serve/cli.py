@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tamperbench.cli_options import DeviceOpt, DtypeOpt, ModelOpt
+from tamperbench.cli.options import DeviceOpt, DtypeOpt, ModelOpt
 from tamperbench.errors import UserError
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")

@@ -4,8 +4,8 @@ whole request (slowloris).
 WHY here and not in uvicorn's options: uvicorn's ``timeout_keep_alive`` runs only between requests, after
 a response, so a client that opens a connection and sends part of a header is never closed; and its
 ``limit_concurrency`` answers 503 to a request, which a slow client never finishes sending, so the
-connections themselves pile up until the process runs out of file descriptors and accepts nothing (issue 35:
-1,100 such connections, none closed after 30 s, ``/v1/models`` timing out). This subclass of uvicorn's h11
+connections themselves pile up until the process runs out of file descriptors and accepts nothing
+(1,100 such connections against uvicorn alone: none closed after 30 s, ``/v1/models`` timing out). This subclass of uvicorn's h11
 protocol adds both guards at the connection:
 
 - at most ``max_connections`` open at once: one past it is closed as soon as it is accepted;

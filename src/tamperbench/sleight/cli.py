@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from tamperbench.cli_options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
+from tamperbench.cli.options import BatchSizeOpt, ChatTemplateOpt, DeviceOpt, DtypeOpt, ModelOpt, NewOpt, SeedOpt
 from tamperbench.errors import UserError
 
 app = typer.Typer(help="Sleight of Word: swap a word in the model's own answer as it writes; does it notice?",

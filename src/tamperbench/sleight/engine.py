@@ -38,7 +38,7 @@ from typing import Any
 
 from tamperbench.errors import UserError
 from tamperbench.models.memory import BatchChoice, slot_batch
-from tamperbench.models.step_decoder import RowSnapshot, StepResult
+from tamperbench.models.decoding.rows import RowSnapshot, StepResult
 
 __all__ = ["DecodeTrace", "QuestionResult", "QuestionTask", "SwapEngine", "SwapEvent", "choose_slots"]
 

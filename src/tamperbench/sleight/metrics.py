@@ -8,9 +8,8 @@ model). The windows of all swaps are concatenated, so a token inside two windows
 trial's Delta is the mean of what was collected minus the mean over the whole clean answer, and a
 model's figure is the plain mean over the touched trials that have a Delta.
 
-tamperbench v1's ``pooled`` rule (a set of ``[p+n, p+n+window)`` positions, mean of per-question
-means) reproduced only tamperbench's own earlier numbers, not a paper's, and was removed (issue 28);
-records never stored its Deltas, so nothing old needs it to read.
+There is no other pooling rule: a set of ``[p+n, p+n+window)`` positions with a mean of per-question
+means reproduces no paper's numbers. Records store no Deltas, so reading a run needs no rule of its own.
 
 Per swap (the matched branch the paper calls the more thorough approach): the reference window
 minus the mean of the unaltered branch's own next ``window`` tokens decoded from the same prefix

@@ -1,7 +1,7 @@
 """A roofline model of the swap engine's decode steps: how much model FLOP utilisation (MFU) a
 batch profile allows at all on this machine, so a measured MFU can be read against what is possible.
 
-Why: issue 14 asks for MFU >= 0.7 on delivered trial tokens (trial tokens/s x 2 x parameters,
+Why: the project's speed target is MFU >= 0.7 on delivered trial tokens (trial tokens/s x 2 x parameters,
 divided by a float32 1024^3 matmul's FLOP/s). A decode step reads every weight once whatever its
 row count, so a step with few rows is bound by memory, not by the matmul ceiling; the target is
 then a property of the workload's rows per step as much as of the code. This module turns the
@@ -36,7 +36,7 @@ __all__ = ["Roofline", "StepCostFit", "attention_flop_per_column", "bound", "fit
 
 
 def mfu(tokens: float, seconds: float, flop_per_token: float, peak: float) -> float:
-    """Model FLOP utilisation: tokens/s x FLOP per token / peak FLOP/s (issue 14's definition)."""
+    """Model FLOP utilisation: tokens/s x FLOP per token / peak FLOP/s (the speed target's definition)."""
     return tokens / seconds * flop_per_token / peak
 
 

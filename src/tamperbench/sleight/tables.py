@@ -21,8 +21,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tamperbench.errors import UserError
-from tamperbench.markdown import escape_markdown, markdown_table
-from tamperbench.fsio import atomic_write
+from tamperbench.safeio.markdown import escape_markdown, markdown_table
+from tamperbench.safeio.files import atomic_write
 from tamperbench.sleight import paper_layout
 from tamperbench.sleight.metrics import RULE_TEXT
 from tamperbench.sleight.summary import fmt_estimate, judge_setup, summarize

@@ -1,10 +1,10 @@
 """Inter-rater agreement: Cohen's kappa (two raters) and Fleiss' kappa (any number of raters).
 
-Cohen's kappa delegates to :func:`sklearn.metrics.cohen_kappa_score`. Fleiss' kappa is written out
-here because statsmodels (the usual home of ``fleiss_kappa``) is not a dependency of this project
-and pulling it in (plus patsy) for a ten-line formula is not worth it; the implementation follows
-Fleiss (1971) exactly and is tested against the worked example in that paper's literature
-(Wikipedia's 10-subject, 14-rater table, kappa = 0.210) and against Cohen's kappa limits.
+Cohen's kappa delegates to :func:`sklearn.metrics.cohen_kappa_score`, Fleiss' kappa to statsmodels'
+:func:`statsmodels.stats.inter_rater.fleiss_kappa` (``method="fleiss"``, Fleiss 1971); this module
+checks the table and decides where kappa is undefined. The tests check it against the worked example
+in that paper's literature (Wikipedia's 10-subject, 14-rater table, kappa = 0.210) and against Cohen's
+kappa limits.
 
 Both return ``None`` where kappa is undefined (no items, or chance agreement is exactly 1, i.e.
 every rating is the same category, where the formula is 0/0). Callers print "n/a" and report the
@@ -60,14 +60,12 @@ def fleiss_kappa(counts: np.ndarray | Sequence[Sequence[int]]) -> float | None:
         raise ValueError("fleiss_kappa: every item needs the same number of ratings")
     if n < 2:
         raise ValueError("fleiss_kappa: needs at least two ratings per item")
-    n_items = table.shape[0]
-    p_j = table.sum(axis=0) / (n_items * n)
-    p_i = (np.square(table).sum(axis=1) - n) / (n * (n - 1))
-    p_bar = float(p_i.mean())
-    p_e = float(np.square(p_j).sum())
-    if np.isclose(p_e, 1.0):
-        return None
-    return (p_bar - p_e) / (1.0 - p_e)
+    p_j = table.sum(axis=0) / (table.shape[0] * n)
+    if np.isclose(float(np.square(p_j).sum()), 1.0):
+        return None  # every rating in one category: P_e = 1, kappa is 0/0
+    from statsmodels.stats.inter_rater import fleiss_kappa as _fleiss
+
+    return float(_fleiss(table, method="fleiss"))
 
 
 def fleiss_kappa_from_ratings(ratings: Sequence[Sequence[object]]) -> float | None:

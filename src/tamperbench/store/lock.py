@@ -1,9 +1,9 @@
 """The writer lock of a run directory (``RUN/.lock``), and moving a superseded run aside.
 
 WHY a lock file beside DuckDB's own lock: DuckDB locks ``records.duckdb`` only while a connection
-is open, and ``--new`` used to *unlink* the database before opening anything, so a second process
-could delete a run that another process was still writing (its records were silently lost).
-Every writer now holds an exclusive ``flock`` on ``RUN/.lock`` for as long as its store is open;
+is open, so a ``--new`` that deleted the database before opening anything could delete a run that
+another process is still writing, and its records would be lost without a word.
+Every writer holds an exclusive ``flock`` on ``RUN/.lock`` for as long as its store is open;
 ``--new`` takes that lock first and, holding it, *moves* the old run into
 ``RUN/.superseded/<UTC time>/`` instead of deleting it. A second writer gets one line naming the
 pid that holds the run.
@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from tamperbench.errors import UserError
-from tamperbench.fsio import open_lock, refuse_links
+from tamperbench.safeio.files import open_lock, refuse_links
 
 try:  # POSIX; on other systems runs are not locked (DuckDB still refuses a second writer)
     import fcntl

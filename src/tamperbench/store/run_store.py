@@ -26,7 +26,7 @@ import pyarrow as pa
 from pydantic import BaseModel, Field
 
 from tamperbench.errors import UserError, damaged_database
-from tamperbench.fsio import atomic_write, refuse_links
+from tamperbench.safeio.files import atomic_write, refuse_links
 from tamperbench.store import lock as run_lock
 
 SCHEMA_VERSION = 1
@@ -89,7 +89,7 @@ def read_spec(spec_path: Path, hint: str = "") -> dict:
     from tamperbench.specs import SPEC_FILE_MAX_BYTES
 
     try:
-        from tamperbench.fsio import read_capped
+        from tamperbench.safeio.files import read_capped
 
         stored = json.loads(read_capped(spec_path, SPEC_FILE_MAX_BYTES, "spec.json").decode("utf-8"))
     except OSError as err:

@@ -12,7 +12,7 @@ The test's worker module lives in a directory on the instance's PYTHONPATH (made
 test) rather than in a job ``runtime_env``: then the two workers Ray starts with the instance
 (``RAY_num_prestart_python_workers``) can take the test's actors at once instead of two fresh worker
 processes each importing Ray (~1.5 s here). ``RayExecutor``'s ``runtime_env`` is a plain pass-through
-to ``ray.init``, checked in tests/unit/foundation/test_ray_executor_options.py.
+to ``ray.init``, checked in tests/unit/runs/test_ray_executor_options.py.
 """
 
 from __future__ import annotations

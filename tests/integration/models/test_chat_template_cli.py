@@ -1,7 +1,7 @@
 """``--chat-template`` and the prompt-length guard through the CLI's console entry point, in-process
 (``tb_inprocess``, tests/conftest.py: argv, typer, the error path, the exit status; the embedded model is
 the session's). ``answer`` and ``sleight run`` keep their subprocess smoke tests
-(tests/integration/foundation/test_embedded_model.py, tests/e2e/foundation/test_new_race.py).
+(tests/integration/models/test_embedded_model.py, tests/e2e/store/test_new_race.py).
 
 The model directory is a real transformers directory built here with no download: a tiny
 randomly initialised llama (2 layers, hidden 32) saved with ``save_pretrained``, plus the embedded

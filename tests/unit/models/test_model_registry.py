@@ -49,7 +49,8 @@ def test_registering_a_scheme_is_one_call(monkeypatch):
 def test_registered_module_not_built_is_one_line(monkeypatch):
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     register_backend("ghost", "tamperbench.models.no_such_backend:Ghost")
-    with pytest.raises(UserError, match=r"^model 'ghost:x': the 'ghost' backend .* is not part of this"):
+    with pytest.raises(UserError, match=r"^model 'ghost:x': the 'ghost' backend 'tamperbench.models.no_such_backend:Ghost': "
+                                        r"module 'tamperbench.models.no_such_backend' not found$"):
         load_backend("ghost:x")
 
 

@@ -68,9 +68,9 @@ class SharedPrefix:
 class PaddedPrefixes:
     """The live groups' prefixes as one batch, so one fused call per layer reads all of them.
 
-    Why: a step made one attention call (and one log-sum-exp merge) per group per layer; with the
-    ten documents of Exact Words' ``standard`` preset that was 300 small calls a step, slower than the
-    arithmetic they did. Per layer, keys and values are stacked (G, kv_heads, P_max, d); a shorter
+    Why: one attention call (and one log-sum-exp merge) per group per layer would be, with the ten
+    documents of Exact Words' ``standard`` preset, 300 small calls a step, slower than the arithmetic
+    they do. Per layer, keys and values are stacked (G, kv_heads, P_max, d); a shorter
     prefix is zero-padded after its end and its padding masked with -inf (``mask``, (G, 1, 1, P_max)),
     which adds exact zeros to the softmax. Rounding: a padded prefix's softmax is summed over more
     (zero) terms in other blocks, so it can differ from the unpadded call in the last float32 bits

@@ -1,9 +1,9 @@
 """Cascade attention for prefill forwards of many query tokens over a shared prompt prefix.
 
 Why: a forward that feeds each row's own tokens (an Exact Words item's instruction, an arm's
-extra sentence) after its group's prefix used to give every row a copy of that prefix's keys and
-values (expanded, then concatenated by the cache, per layer) and attend each copy: measured on the
-standard preset, copying alone was about a third of a 35-row forward, and it grows with the rows.
+extra sentence) after its group's prefix would otherwise give every row a copy of that prefix's keys
+and values (expanded, then concatenated by the cache, per layer) and attend each copy: measured on the
+standard preset, copying alone is about a third of a 35-row forward, and it grows with the rows.
 Here, as in decode (cascade.py), the rows hold only their private columns (branch and tail:
 models/prefix_tree.py) and each group's prefix is read once a layer by all its rows' queries
 stacked; the two parts are merged by log-sum-exp. Every query of a row sees all of its prefix
@@ -11,7 +11,7 @@ stacked; the two parts are merged by log-sum-exp. Every query of a row sees all 
 (rows, 1, L, private columns) additive mask built once per forward (causal, branch padding masked).
 
 Rounding: a softmax split in two and merged is not bitwise SDPA over the concatenated keys;
-logits move by float32 rounding (the quote benchmark and tests/integration/speed/test_prefix_tree.py
+logits move by float32 rounding (the quote benchmark and tests/integration/models/test_prefix_tree.py
 check greedy tokens against each prompt prefilled alone), so the provenance value names it
 (cascade.MODE). Used only by the prefix tree under cascade attention.
 """

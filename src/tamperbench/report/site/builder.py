@@ -27,7 +27,7 @@ def section_builder(suite: str):
 
 def read_run(path: Path, index: int) -> RunInfo:
     """Open a run read-only and describe it; any problem is a UserError naming the folder."""
-    from tamperbench.export import INTERNAL
+    from tamperbench.export.tables import INTERNAL
     from tamperbench.store import RunStore
     from tamperbench.store.run_store import DB_FILE, SCHEMA_VERSION, SPEC_FILE, read_spec
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tamperbench.csvsafe import csv_cell
+from tamperbench.safeio.csv_cells import csv_cell
 
 
 @dataclass(frozen=True)

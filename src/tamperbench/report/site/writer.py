@@ -22,7 +22,7 @@ from markupsafe import Markup
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from tamperbench.errors import UserError
-from tamperbench.fsio import atomic_open, atomic_write, link_refusal
+from tamperbench.safeio.files import atomic_open, atomic_write, link_refusal
 from tamperbench.report.site.tables import LeaderTable
 
 ASSETS = ("site.css", "sort.js", "viewer.js", "quote_viewer.js")
