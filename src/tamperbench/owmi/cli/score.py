@@ -60,7 +60,7 @@ def score_cmd(
 
         result["paper_ladders"] = paper_ladders(runs, seed=seed)
     if out is None:  # the default folder lies inside a run directory: never follow a link there
-        from tamperbench.fsio import refuse_links
+        from tamperbench.safeio.files import refuse_links
 
         refuse_links(Path(runs[0]), ("score",))
     paths = save(result, out or Path(runs[0]) / "score")

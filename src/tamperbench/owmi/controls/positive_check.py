@@ -93,7 +93,7 @@ def run_check(out: Path, *, base: str, anchor: dict, readouts: tuple[str, ...], 
     import json
     import time
 
-    from tamperbench.fsio import atomic_write
+    from tamperbench.safeio.files import atomic_write
     from tamperbench.owmi.run.anchor_items import anchor_items
     from tamperbench.owmi.score.profile import score_runs
     from tamperbench.owmi.controls.prompts import anchor_prompts

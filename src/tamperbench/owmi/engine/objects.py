@@ -81,7 +81,7 @@ class SAE:
         cfg_path, w_path = folder / "cfg.json", folder / "sae_weights.safetensors"
         if not cfg_path.is_file() or not w_path.is_file():
             raise UserError(f"{field}: {folder} has no SAELens weights (need cfg.json and sae_weights.safetensors)")
-        from tamperbench.fsio import read_capped
+        from tamperbench.safeio.files import read_capped
 
         try:
             self.cfg = json.loads(read_capped(cfg_path, SAE_CFG_MAX_BYTES, "SAE cfg.json"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 
-from tamperbench.bench.schema import BenchItem, Domain, Provenance
+from tamperbench.tasks.schema import BenchItem, Domain, Provenance
 
 ANCHOR_BENCHMARK = "anchor"
 ANCHOR_BENCHMARK_SEED = 2

@@ -3,12 +3,12 @@
 Why built in: the quick preset must run on a fresh clone with no dataset downloads. The items
 are written for this project (not copied from any benchmark), in the same shapes the adapters
 produce (short answers scored by exact match / token F1), so the engine takes them and
-the twelve benchmark adapters' items (``tamperbench.bench``) through one schema: ``BenchItem``.
+the twelve benchmark adapters' items (``tamperbench.tasks``) through one schema: ``BenchItem``.
 """
 
 from __future__ import annotations
 
-from tamperbench.bench.schema import BenchItem, Domain, Provenance, ScoringRule
+from tamperbench.tasks.schema import BenchItem, Domain, Provenance, ScoringRule
 
 _PROV = dict(dataset="tamperbench/owmi-builtin", split="builtin", source="tamperbench.owmi.items",
              sha256="builtin")
@@ -57,6 +57,6 @@ def quick_items(n_per_domain: int = 1) -> list[BenchItem]:
 
 def score_task(item: BenchItem, response: str) -> float | None:
     """The item's own scoring rule (bench adapters' scorer)."""
-    from tamperbench.bench.scoring.score import score
+    from tamperbench.tasks.scoring.score import score
 
     return score(item, response).score

@@ -25,7 +25,7 @@ def load_items(benchmark: str, n: int):
 
     if benchmark == ANCHOR_BENCHMARK:
         return anchor_items(n)
-    from tamperbench.bench.load import load
+    from tamperbench.tasks.load import load
 
     items = load(benchmark, hub=False).items
     if not items:

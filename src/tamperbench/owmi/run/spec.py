@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tamperbench.errors import UserError
-from tamperbench.fsio import read_capped
+from tamperbench.safeio.files import read_capped
 from tamperbench.specs import MAX_BATCH, SPEC_FILE_MAX_BYTES, NewTokens, Seed, Temperature
 from tamperbench.owmi.engine.objects import ObjectSpec
 from tamperbench.owmi.engine.operators import OperatorSpec, check_dose

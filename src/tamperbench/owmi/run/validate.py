@@ -7,8 +7,8 @@ known-positive check) validates the same way, once.
 
 Why from configs: with several models in a spec, an object that does not exist in the *second*
 model (a layer or head index out of range, an unsupported architecture, SAE weights whose width
-does not match the site) used to surface only after the first model had run for minutes and
-written its records. Every check :func:`tamperbench.owmi.engine.objects.resolve` makes reads only the
+does not match the site) would otherwise surface only after the first model had run for minutes
+and written its records. Every check :func:`tamperbench.owmi.engine.objects.resolve` makes reads only the
 model's config (layers, heads, hidden size, architecture) and the SAE folder, so each local model
 is checked from its ``config.json`` alone -- no weights loaded -- before the run directory is
 opened. Doses and every other field are checked when the spec is parsed.

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 
-from tamperbench.markdown import escape_markdown
+from tamperbench.safeio.markdown import escape_markdown
 
 
 def esc(x) -> str:
-    """Untrusted text (model names, labels, site names) as inert one-line Markdown: ``tamperbench.markdown``
+    """Untrusted text (model names, labels, site names) as inert one-line Markdown: ``tamperbench.safeio.markdown``
     escapes ``& < >`` as entities as well as ``|`` and Markdown punctuation, because owmi_score.md is
     opened in viewers that render HTML inside Markdown (a name ``<img onerror=...>`` must not act)."""
     return escape_markdown(x)

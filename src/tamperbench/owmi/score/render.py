@@ -12,7 +12,7 @@ import csv
 import json
 from pathlib import Path
 
-from tamperbench.fsio import atomic_open, atomic_write
+from tamperbench.safeio.files import atomic_open, atomic_write
 from tamperbench.owmi.score import identity
 from tamperbench.owmi.score.score import DOSE_MODEL
 from tamperbench.owmi.score.fmt import (NO_PARSED, READOUTS, cell_label, ci, drop_empty_sections, esc, margin, num,

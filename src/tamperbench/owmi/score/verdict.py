@@ -13,9 +13,8 @@
 
 The p-value behind the verdict is the exact (or Monte Carlo) paired sign-flip permutation test over
 item clusters (``stats.permutation``), never a normal approximation on a bootstrap SE: with few items
-that SE is degenerate (0 for a perfect detector, which used to give p = 1) or too small (q = 9.2e-27
-from 9 items). The normal approximation stays in the output as ``p_value_bootstrap_z`` (the rule used
-before, None where SE = 0), for comparison only.
+that SE is degenerate (0 for a perfect detector, which gives p = 1) or too small (q = 9.2e-27
+from 9 items). The normal approximation stays in the output as ``p_value_bootstrap_z`` (None where SE = 0), for comparison only.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from tamperbench.models.hooks import hooks
-from tamperbench.models.step_decoder import StepDecoder
+from tamperbench.models.decoding.decoder import StepDecoder
 from tamperbench.owmi.engine.objects import ObjectSpec, resolve
 from tamperbench.owmi.engine.operators import Intervention
 
