@@ -84,8 +84,8 @@ def test_shared_packages_import_no_suite():
 
 
 # Test folders that are not a package of src/tamperbench: the repository's own tools/ and benchmarks/
-# scripts, and owmi_analysis (the tests of owmi/analysis, kept apart by the OWMI tests' owner).
-NOT_PACKAGES = {"tools", "benchmarks", "owmi_analysis"}
+# scripts.
+NOT_PACKAGES = {"tools", "benchmarks"}
 
 
 def test_the_tests_tree_mirrors_src():
