@@ -39,7 +39,7 @@ from tamperbench.runs.executor import Executor, InProcessExecutor, Live, Worker
 from tamperbench.runs.units import Finished, WorkUnit
 from tamperbench.store import RunStore
 
-__all__ = ["Executor", "Planned", "RunResult", "SuiteDef", "dry_run", "dry_run_registered", "execute", "load_model",
+__all__ = ["Executor", "Planned", "RunContext", "RunResult", "SuiteDef", "dry_run", "dry_run_registered", "execute", "load_model",
            "record_provenance", "run", "run_registered"]
 
 
@@ -52,6 +52,15 @@ class Planned:
     total: int
     done: int = 0
     label: str = ""  # the bar's description
+
+
+@dataclass
+class RunContext:
+    """The default worker context: the run's spec, the loaded backend and its model name."""
+
+    spec: Any
+    backend: Any
+    model: str = ""
 
 
 def load_model(spec: Any, model: str) -> Any:
@@ -72,7 +81,7 @@ class SuiteDef:
     - ``worker``: ``("module:setup", "module:work")`` (:class:`~tamperbench.runs.executor.Worker`);
       ``config(spec, model)`` is what ``setup`` gets in another process (default: the spec);
     - ``context(spec, backend, console)``: the worker's context on the backend the driver loaded
-      (default: the backend itself);
+      (default: a :class:`RunContext`);
     - ``models(spec)``: the models a run loads one after another (default: ``[spec.model]``);
       ``load(spec, model)`` loads one (default :func:`load_model`);
     - ``prepare(spec) -> spec``: fill derived fields before the run directory sees the spec;
@@ -165,17 +174,19 @@ def _execute_with_bar(defn: SuiteDef, spec: Any, store: RunStore, planned: Plann
     weight = defn.weight or (lambda _: 1)
     shown = tuple(f"{{task.fields[{k}]}} {k}" for k in defn.shown)
     with progress_bar(defn.name, *shown, *ETA_FIELDS, unit=defn.unit, console=console, disable=not progress) as bar:
-        task = bar.add_task(planned.label, total=planned.total, completed=planned.done,
-                            **dict.fromkeys(defn.shown, 0), **countdown.fields())
+        start: dict[str, Any] = {**dict.fromkeys(defn.shown, 0), **countdown.fields()}  # rich's task fields
+        task = bar.add_task(planned.label, total=planned.total, completed=planned.done, **start)
         countdown.attach(bar, task)
 
         def live(stats: dict) -> None:  # the worker's running counters, after every decoding step
-            bar.update(task, **{k: stats[k] for k in defn.shown if k in stats})
+            fields: dict[str, Any] = {k: stats[k] for k in defn.shown if k in stats}
+            bar.update(task, **fields)
             if "tokens" in stats:
                 countdown.update(int(stats["tokens"]))
 
         def on_batch(batch: list[Finished], report: CommitReport) -> None:  # a committed batch
-            bar.update(task, advance=sum(weight(f) for f in batch), **{k: report.stats[k] for k in defn.shown})
+            fields: dict[str, Any] = {k: report.stats[k] for k in defn.shown}
+            bar.update(task, advance=sum(weight(f) for f in batch), **fields)
             countdown.update(max(countdown.tokens, int(report.stats["tokens"])))
 
         report = execute(store, planned.units, defn.worker, config, executor=executor, context=context,
@@ -202,7 +213,7 @@ def run(defn: SuiteDef, spec: Any, out: str | Path, *, new: bool = False, backen
             check_capabilities(loaded, defn.needs, defn.name)  # one line, before any compute
             if defn.check is not None:
                 defn.check(spec, loaded, model)
-            context = defn.context(spec, loaded, console) if defn.context is not None else loaded
+            context = defn.context(spec, loaded, console) if defn.context is not None else RunContext(spec, loaded, model)
             result.contexts[model] = context
             if store is None:
                 store = RunStore.open(out, spec, new=new)
