@@ -40,3 +40,27 @@ def test_suite_has_the_contract_modules_and_exposes_its_definition(name):
 def test_the_jury_is_a_service_not_a_suite():
     judge = get_suite("judge")
     assert judge.spec is None and judge.definition is None and not judge.runnable
+
+
+def test_old_import_paths_of_the_moved_specs_keep_working():
+    """``sleight/presets.py`` -> ``sleight/spec.py`` + ``sleight/protocol.py`` (a deprecation warning for one
+    release); ``QuoteRunSpec`` and the plan's names stay importable from ``quote/runner.py``."""
+    import sys
+    import warnings
+
+    sys.modules.pop("tamperbench.sleight.presets", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from tamperbench.sleight import presets
+    assert any(issubclass(w.category, DeprecationWarning) and "tamperbench.sleight.spec" in str(w.message)
+               for w in caught)
+    from tamperbench.sleight import protocol, spec
+
+    assert presets.build_spec is spec.build_spec and presets.SleightSpec is spec.SleightSpec
+    assert presets.get_preset is protocol.get_preset and presets.protocol_words is protocol.protocol_words
+    from tamperbench.quote import plan as quote_plan
+    from tamperbench.quote import runner as quote_runner
+    from tamperbench.quote import spec as quote_spec
+
+    assert quote_runner.QuoteRunSpec is quote_spec.QuoteRunSpec and quote_runner.data_sha256 is quote_spec.data_sha256
+    assert quote_runner.build_trials is quote_plan.build_trials and quote_runner.TABLE == "quote_trials"
