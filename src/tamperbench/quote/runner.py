@@ -112,7 +112,7 @@ def plan(spec: QuoteRunSpec, store: RunStore) -> list[WorkUnit]:
     return pending(spec, store)
 
 
-def _planned(spec: QuoteRunSpec, store: RunStore, pid: str) -> Planned:
+def _planned(spec: QuoteRunSpec, store: RunStore, pid: str, model: str) -> Planned:
     units = pending(spec, store)
     total = len(build_trials(spec))
     return Planned(units, total, total - len(units), label=spec.preset)

@@ -77,7 +77,7 @@ class SuiteDef:
     """Everything the driver needs from a suite. Required: ``name``, ``spec``, ``tables``, ``worker``
     and ``plan``; every hook below defaults to doing nothing special.
 
-    - ``plan(spec, store, provenance_id) -> Planned``: pending units (store read only);
+    - ``plan(spec, store, provenance_id, model) -> Planned``: pending units of ``model`` (store read only);
     - ``worker``: ``("module:setup", "module:work")`` (:class:`~tamperbench.runs.executor.Worker`);
       ``config(spec, model)`` is what ``setup`` gets in another process (default: the spec);
     - ``context(spec, backend, console)``: the worker's context on the backend the driver loaded
@@ -99,7 +99,7 @@ class SuiteDef:
     spec: type[BaseModel]
     tables: tuple[tuple[str, type[BaseModel]], ...]
     worker: tuple[str, str]
-    plan: Callable[[Any, Any, str], Planned]
+    plan: Callable[[Any, Any, str, str], Planned]
     needs: tuple[str, ...] = ()
     context: Callable[[Any, Any, Console], Any] | None = None
     config: Callable[[Any, str], Any] | None = None
@@ -222,7 +222,7 @@ def run(defn: SuiteDef, spec: Any, out: str | Path, *, new: bool = False, backen
                 for table, shape in defn.tables:
                     store.ensure_table(table, shape)
             pid = record_provenance(store, loaded)
-            planned = defn.plan(spec, store, pid)
+            planned = defn.plan(spec, store, pid, model)
             result.total += planned.total
             result.done += planned.done
             if not planned.units:

@@ -192,7 +192,7 @@ def plan(spec: SleightSpec, store: RunStore, pid: str) -> tuple[list[WorkUnit], 
     return pending(spec, store, pid)
 
 
-def _planned(spec: SleightSpec, store: RunStore, pid: str) -> Planned:
+def _planned(spec: SleightSpec, store: RunStore, pid: str, model: str) -> Planned:
     units, total, skipped = pending(spec, store, pid)
     return Planned(units, total, skipped)
 

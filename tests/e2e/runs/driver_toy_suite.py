@@ -74,7 +74,7 @@ def unit_key(pid: str, i: int) -> str:
     return trial_key({"pid": pid, "i": i})
 
 
-def plan(spec: ToySpec, store, pid: str) -> Planned:
+def plan(spec: ToySpec, store, pid: str, model: str) -> Planned:
     have = store.keys(TABLE)
     units = [WorkUnit(k, i) for i in range(spec.n) if (k := unit_key(pid, i)) not in have]
     return Planned(units, spec.n, spec.n - len(units))
@@ -104,7 +104,7 @@ def work(ctx: RunContext, units: list[WorkUnit], live=None):
 def estimate(spec: ToySpec, out, backend) -> Plan:
     store = open_read_only(out)
     try:
-        planned = plan(spec, store, backend.provenance.id)
+        planned = plan(spec, store, backend.provenance.id, backend.model)
     finally:
         store.close()
     return Plan("toy-driver", len(planned.units), planned.done, len(planned.units), 0, spec.batch, unit_name="squares",

@@ -123,3 +123,48 @@ def test_a_run_killed_mid_way_resumes_losing_and_repeating_nothing(tmp_path, toy
     assert sorted(rerun) == sorted(set(range(n)) - stored)  # only the missing units ran again, once each
     rows = _rows(tmp_path / "run")
     assert sorted(r["i"] for r in rows) == list(range(n))  # none lost, none duplicated
+
+
+def test_the_hooks_a_multi_model_suite_needs(tmp_path, monkeypatch):
+    """What OWMI's port relies on: several models one after another into one store (one provenance row
+    each), a check on each loaded backend before any compute, and a ``finish`` step that writes derived
+    rows from the driver process once every model is done; a resume runs nothing and finishes again."""
+    import dataclasses
+    import io
+
+    from rich.console import Console
+
+    monkeypatch.syspath_prepend(str(HERE))
+    from driver_toy_suite import SUITE, TABLE, ToyRow, ToySpec
+
+    from tamperbench.errors import UserError
+    from tamperbench.runs.driver import run
+
+    checked, finished = [], []
+
+    def finish(spec, store, result):
+        finished.append(dict(result.written))
+        total = sum(r["square"] for r in store.rows(TABLE) if r["i"] >= 0)
+        store.write(TABLE, [ToyRow(key="sum", provenance_id="", model="all", i=-1, square=total, pid=0)])
+
+    multi = dataclasses.replace(SUITE, models=lambda spec: ["toy-a", "toy-b"], finish=finish,
+                                check=lambda spec, backend, model: checked.append(model))
+    result = run(multi, ToySpec(n=3), tmp_path / "run", progress=False)
+    assert checked == ["toy-a", "toy-b"] and finished == [{TABLE: 6}]
+    assert (result.units, result.total, result.done) == (6, 6, 0)
+    rows = _rows(tmp_path / "run")
+    assert sorted((r["model"], r["i"]) for r in rows if r["i"] >= 0) == [(m, i) for m in ("toy-a", "toy-b") for i in range(3)]
+    assert [r["square"] for r in rows if r["key"] == "sum"] == [2 * (0 + 1 + 4)]
+    assert sorted(json.loads(body)["source"] for _, body in _provenance(tmp_path / "run")) == ["toy-a", "toy-b"]
+
+    buf = io.StringIO()
+    again = run(multi, ToySpec(n=3), tmp_path / "run", console=Console(file=buf, width=200))
+    assert again.units == 0 and again.done == 6 and len(finished) == 2
+    assert "nothing to do: all 3 squares of this spec are stored" in buf.getvalue() and "(toy-b)" in buf.getvalue()
+
+    def refuse(spec, backend, model):
+        raise UserError(f"models ({model}): refused before any compute")
+
+    with pytest.raises(UserError, match="refused before any compute"):
+        run(dataclasses.replace(multi, check=refuse), ToySpec(n=3), tmp_path / "other", progress=False)
+    assert not (tmp_path / "other").exists()  # the check runs before the store is created
