@@ -30,7 +30,11 @@ The parts a suite provides (each optional except ``cli``):
   a cell's item). The plan and the progress bars (:func:`tamperbench.progress.countdown`) count
   with it, so the bar counts down from the dry run's number;
 - ``needs``: backend capability names (``ChatBackend``, ``ScoringBackend``, ``StepBackend``,
-  ``HookBackend`` of :mod:`tamperbench.models.protocols`) the runner relies on.
+  ``HookBackend`` of :mod:`tamperbench.models.protocols`) the runner relies on;
+- ``definition``: the suite's :class:`tamperbench.runs.driver.SuiteDef` (its spec, tables, plan,
+  worker and hooks). ``tamperbench run`` and ``tamperbench sweep`` run a suite that has one through
+  the run driver (executors, resume, ``--dry-run``, the bar); a suite with only a ``runner`` is
+  called as before, in this process.
 """
 
 from __future__ import annotations
@@ -66,10 +70,11 @@ class Suite:
     plan: str | None = None
     row_tokens: str | None = None
     needs: tuple[str, ...] = ()
+    definition: str | None = None
 
     def part(self, which: str) -> Any:
         """Import one part (``"cli"``, ``"spec"``, ``"runner"``, ``"tables"``, ``"report"``, ``"plan"``,
-        ``"row_tokens"``)."""
+        ``"row_tokens"``, ``"definition"``)."""
         ref = getattr(self, which)
         if ref is None:
             raise UserError(f"suite {self.name!r} has no {which}")
@@ -78,7 +83,7 @@ class Suite:
     @property
     def runnable(self) -> bool:
         """True when ``tamperbench run SPEC.json`` can run this suite's specs."""
-        return self.spec is not None and self.runner is not None
+        return self.spec is not None and (self.runner is not None or self.definition is not None)
 
     def spec_model(self) -> type[BaseModel]:
         return self.part("spec")
@@ -116,13 +121,14 @@ BUILTIN: tuple[Suite, ...] = (
         name="sleight",
         help="Sleight of Word: swap a trigger word in the model's own output.",
         cli="tamperbench.sleight.cli:app",
-        spec="tamperbench.sleight.presets:SleightSpec",
+        spec="tamperbench.sleight.spec:SleightSpec",
         runner="tamperbench.sleight.runner:run",
         tables="tamperbench.sleight.cli:render_run",
         report="tamperbench.sleight.site:build_section",
         plan="tamperbench.sleight.plan:run_plan",
         row_tokens="tamperbench.sleight.plan:unit_row_tokens",
         needs=("ChatBackend",),  # step decoding when the backend offers it, else the black-box engine
+        definition="tamperbench.sleight.runner:SUITE",
     ),
     Suite(
         name="judge",
@@ -134,13 +140,14 @@ BUILTIN: tuple[Suite, ...] = (
         name="quote",
         help="Exact Words: copy one sentence verbatim; deterministic scorer.",
         cli="tamperbench.quote.cli:app",
-        spec="tamperbench.quote.runner:QuoteRunSpec",
+        spec="tamperbench.quote.spec:QuoteRunSpec",
         runner="tamperbench.quote.runner:run",
         tables="tamperbench.quote.cli:render_run",
         report="tamperbench.quote.site:build_section",
         plan="tamperbench.quote.plan:run_plan",
         row_tokens="tamperbench.quote.plan:unit_row_tokens",
         needs=("ChatBackend",),
+        definition="tamperbench.quote.runner:SUITE",
     ),
 )
 

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tamperbench.quote.runner import QuoteRunSpec
-from tamperbench.sleight.presets import build_spec
+from tamperbench.sleight.spec import build_spec
 
 
 def _sleight() -> dict:

@@ -127,6 +127,7 @@ def run_spec(
                                                             "decode and store nothing.")] = False,
 ) -> None:
     """Run (or resume) a suite from a spec file; its "suite" field says which."""
+    from tamperbench.runs.driver import dry_run_registered, run_registered
     from tamperbench.runs.ray_executor import executor_from_options
     from tamperbench.specs import load_spec_file, read_spec_json
     from tamperbench.suites import runnable_suite
@@ -135,18 +136,10 @@ def run_spec(
     raw = read_spec_json(spec_file)  # a missing file or bad JSON: one line
     suite = runnable_suite(raw.get("suite"), f"{spec_file}: field 'suite'")
     spec = load_spec_file(spec_file, suite.spec_model())  # validated before any run directory exists
-    if dry_run:  # the suite's registered plan (suites.py); a suite without one says so in one line
-        from tamperbench.errors import UserError
-        from tamperbench.estimate import dry_run_spec
-
-        if suite.plan is None:
-            raise UserError(f"suite {suite.name!r} registers no plan: --dry-run is not available for it")
-        dry_run_spec(suite, spec, out, echo=console.print)
+    if dry_run:  # the suite's plan (runs/driver.py); a suite without one says so in one line
+        dry_run_registered(suite, spec, out, echo=console.print)
         return
-    if ex is None:
-        suite.run(spec, out, new=new)
-    else:
-        suite.part("runner")(spec, out, new=new, executor=ex)
+    run_registered(suite, spec, out, new=new, executor=ex)
     if suite.tables is not None:
         suite.part("tables")(out, console)
 

@@ -33,7 +33,9 @@ from tamperbench.judge.records import (
     read_sleight_trials,
     replace_rows,
 )
-from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
+from tamperbench.progress import progress_bar
+from tamperbench.runs.driver import Executor, execute, record_provenance
+from tamperbench.runs.units import Finished, WorkUnit
 from tamperbench.specs import MAX_NEW_TOKENS, FrozenSpec, Seed, Temperature
 from tamperbench.store import RunStore, trial_key
 
@@ -249,16 +251,13 @@ def plan_votes(store: RunStore, judges: Sequence[str], trials: Sequence[SleightT
 
 def judge_all(store: RunStore, jury: dict[str, object], trials: Sequence[SleightTrial], cfg: JudgeConfig,
               *, show_progress: bool = True, executor: Executor | None = None) -> dict[str, int]:
-    """Votes of every judge on every judgeable trial not yet voted on under ``cfg``: plan, execute, commit.
+    """Votes of every judge on every judgeable trial not yet voted on under ``cfg``: plan, then the run
+    driver's executing step (runs/driver.py ``execute``: any executor, one commit per finished chunk).
     Returns new votes per judge."""
     store.ensure_table("judge_votes", JudgeVoteRecord)
     units = plan_votes(store, list(jury), trials, cfg)
-    pids = {}
-    for judge, backend in jury.items():
-        prov = getattr(backend, "provenance", None)
-        pids[judge] = store.put_provenance(prov) if prov is not None else ""
+    pids = {judge: record_provenance(store, backend) for judge, backend in jury.items()}
     written = dict.fromkeys(jury, 0)
-    executor = executor or InProcessExecutor(JuryContext(jury, cfg, pids))
     with progress_bar("judge", unit="judgments", disable=not show_progress) as bar:
         tasks = {j: bar.add_task(j, total=sum(u.payload.judge == j for u in units)) for j in jury}
         seen = [0]
@@ -270,7 +269,7 @@ def judge_all(store: RunStore, jury: dict[str, object], trials: Sequence[Sleight
             bar.advance(tasks[judge], len(batch))
 
         config: tuple[list[str], dict, JudgeConfig] = (list(jury), {}, cfg)  # another process would load the judges by name (default options)
-        commit(store, executor.execute(units, Worker(*WORKER, config=config)), on_batch=on_batch)
+        execute(store, units, WORKER, config, executor=executor, context=JuryContext(jury, cfg, pids), on_batch=on_batch)
     return written
 
 

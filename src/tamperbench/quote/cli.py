@@ -63,10 +63,10 @@ def run(
                       batch_size=batch_size, chat_template=chat_template,
                       item_ids=[i.strip() for i in items.split(",") if i.strip()] if items is not None else None)
     if dry_run:
-        from tamperbench.estimate import dry_run_spec
-        from tamperbench.suites import get_suite
+        from tamperbench.quote.runner import SUITE
+        from tamperbench.runs.driver import dry_run as driver_dry_run
 
-        dry_run_spec(get_suite("quote"), spec, out, echo=_console().print)
+        driver_dry_run(SUITE, spec, out, echo=_console().print)
         return
     store = run_quote(spec, out, new=new)
     store.close()

@@ -1,84 +1,37 @@
-"""Run the quote suite on a backend and store every response, scored, in the run's database.
+"""Exact Words' run: its worker (generate and score the pending trials in generation calls, importable by
+name: ``WORKER``), the record it stores, and its suite definition (``SUITE``) for the run driver
+(:mod:`tamperbench.runs.driver`), which plans (quote/plan.py), executes and commits.
 
-Why per-batch transactions keyed by trial: a long run on a slow model can be interrupted and
-resumed with the same command; stored trials are skipped, and a batch is either fully stored
-or not at all. Every record carries the exact prompt text, decoding settings, the seed and the
-position it had in its generation call, the batch size, and the provenance id of the weights.
+Every record carries the exact prompt text, decoding settings, the seed and the position it had in its
+generation call, the batch size, and the provenance id of the weights.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from typing import Any, ClassVar, Literal
-
-from pydantic import Field, ValidationInfo, field_validator, model_validator
 from rich.console import Console
 
 from tamperbench.errors import UserError
-from tamperbench.models.protocols import GenerationProgress, MemoryRowsBackend
-from tamperbench.quote import sampling as sampling_rule
-from tamperbench.quote.items import DATA_DIR, Item, build_prompt, document_for, load_items
+from tamperbench.models.protocols import GenerationProgress
+from tamperbench.quote.plan import (MAX_CALL_BATCHES, TABLE, Trial, build_trials, call_size, generation_calls, pending,
+                                    run_plan, unit_row_tokens)
 from tamperbench.quote.scorer import score_response
-from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
-from tamperbench.specs import BatchSize, FrozenSpec, NewTokens, Repeats, Seed, Temperature
-from tamperbench.store import Record, RunStore, trial_key
+from tamperbench.quote.spec import QuoteRunSpec, data_sha256, with_data_hash
+from tamperbench.runs.driver import Executor, Planned, SuiteDef
+from tamperbench.runs.driver import run as drive
+from tamperbench.runs.units import Finished, WorkUnit
+from tamperbench.store import Record, RunStore
 
-TABLE = "quote_trials"
+__all__ = ["MAX_CALL_BATCHES", "SUITE", "TABLE", "WORKER", "QuoteContext", "QuoteRunSpec", "QuoteTrial", "Trial",
+           "build_trials", "call_size", "data_sha256", "generation_calls", "plan", "rescore_run", "run", "run_quote",
+           "setup_worker", "work"]
 
-
-class QuoteRunSpec(FrozenSpec):
-    """Everything that defines a quote run; frozen into the run directory's spec.json.
-
-    Checked by field constraints and one cross-field validator, so flags and spec files obey the
-    same rules before any run directory is created.
-    """
-
-    cli_flags: ClassVar[dict[str, str]] = {"arms": "--arm", "item_ids": "--items"}
-
-    suite: Literal["quote"] = "quote"
-    model: str = Field(default="embedded", min_length=1)
-    preset: Literal["standard", "depth", "colon", "code"] = "standard"
-    arms: list[Literal["plain", "strict"]] = Field(default=["plain", "strict"], min_length=1)
-    sampling: sampling_rule.Sampling = "greedy"  # paper: sample at the temperature/repeats below (quote/sampling.py)
-    repeats: Repeats = 1
-    temperature: Temperature = Field(default=0.0, validate_default=True)
-    seed: Seed = 0
-    max_new_tokens: NewTokens = 96
-    device: str = "auto"
-    dtype: str | None = None
-    batch_size: BatchSize | None = None
-    chat_template: str | None = None  # None: the model's own; "none": raw prompt; else a Jinja file
-    item_ids: list[str] | None = Field(default=None, min_length=1)  # a subset of the preset's items (None = all)
-    data_sha256: str = ""  # hash of the documents + items the run was asked against
-
-    @model_validator(mode="before")
-    @classmethod
-    def _paper_sampling_defaults(cls, data: object) -> object:
-        return sampling_rule.resolve(data)
-
-    @field_validator("temperature")
-    @classmethod
-    def _sampled_repeats(cls, temperature: float, info: ValidationInfo) -> float:
-        if info.data.get("sampling") == "paper" and temperature == 0:
-            raise ValueError("--sampling paper samples: give a temperature > 0 (default 1.0)")
-        if info.data.get("repeats", 1) > 1 and temperature == 0:
-            raise ValueError("repeats > 1 needs temperature > 0 (greedy repeats are identical)")
-        return temperature
-
-    @field_validator("item_ids")
-    @classmethod
-    def _known_items(cls, item_ids: list[str] | None, info: ValidationInfo) -> list[str] | None:
-        if item_ids is not None and "preset" in info.data:
-            unknown = sorted(set(item_ids) - {it.id for it in load_items(info.data["preset"])})
-            if unknown:
-                raise ValueError(f"{', '.join(unknown)} not in preset {info.data['preset']!r}")
-        return item_ids
 
 
 class QuoteTrial(Record):
@@ -111,39 +64,6 @@ class QuoteTrial(Record):
     evidence: dict
 
 
-def data_sha256() -> str:
-    """Hash of every data file, so a record says which version of the items it answered."""
-    h = hashlib.sha256()
-    for path in sorted([DATA_DIR / "items.json", *DATA_DIR.glob("documents/*.txt")]):
-        if path.is_file():
-            h.update(path.relative_to(DATA_DIR).as_posix().encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
-
-
-@dataclass
-class Trial:
-    key: str
-    item: Item
-    arm: str
-    repeat: int
-    prompt: str
-
-
-def build_trials(spec: QuoteRunSpec) -> list[Trial]:
-    trials = []
-    for repeat in range(spec.repeats):
-        for item in load_items(spec.preset):
-            if spec.item_ids is not None and item.id not in spec.item_ids:
-                continue
-            for arm in spec.arms:
-                key = trial_key({"suite": "quote", "model": spec.model, "preset": spec.preset,
-                                 "item_id": item.id, "arm": arm, "repeat": repeat,
-                                 "temperature": spec.temperature, "seed": spec.seed,
-                                 "max_new_tokens": spec.max_new_tokens, "data": spec.data_sha256})
-                trials.append(Trial(key, item, arm, repeat, build_prompt(item, arm)))
-    return trials
-
-
 @dataclass
 class QuoteContext:
     """What a worker process holds: the loaded backend and the spec."""
@@ -154,10 +74,9 @@ class QuoteContext:
 
 def setup_worker(spec: QuoteRunSpec) -> QuoteContext:
     """Worker setup for an executor in another process: load the model named by the spec."""
-    from tamperbench.models import load_backend
+    from tamperbench.runs.driver import load_model
 
-    return QuoteContext(load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
-                                     chat_template=spec.chat_template), spec)
+    return QuoteContext(load_model(spec, spec.model), spec)
 
 
 def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[Finished]]:
@@ -182,127 +101,42 @@ def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[F
                                              max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
                                              seed=spec.seed + repeat, progress=listen if live is not None else None)
             decoded += sum(len(g.token_ids) for g in gens)
-            yield [Finished(t.key, {TABLE: [_record(spec, pid, t, g, i, len(chunk))]})
+            yield [Finished(t.key, {TABLE: [_record(spec, pid, t, g, i, len(chunk))]}, {"tokens": len(g.token_ids)})
                    for i, (t, g) in enumerate(zip(chunk, gens))]
 
 
 WORKER = "tamperbench.quote.runner:setup_worker", "tamperbench.quote.runner:work"
 
-MAX_CALL_BATCHES = 4  # a document's trials share one call up to this many batches
-
-
-def call_size(backend, batch_size: int | None) -> tuple[int, bool, bool]:
-    """(trials a generation call packs, keep a document's trials in one call, decode a call's rows as
-    memory allows) for ``backend`` under the user's ``--batch-size`` (None: not given).
-
-    Only a backend that prefills a shared prefix once gains from keeping a document's trials in one
-    call; a remote one (each request alone) keeps calls of its batch size, so a server dying mid-run
-    loses at most one call's answers (each call is one commit). A local one without ``--batch-size``
-    packs documents into calls of up to ``MAX_CALL_BATCHES`` load-time batches and decodes each call's
-    rows at once as far as memory allows (the ``MemoryRowsBackend`` capability, models/protocols.py): the ``standard``
-    preset's 74 trials are one call of 74 rows, not 58 rows and then 16 (each wave pays every step's
-    fixed cost). An explicit ``--batch-size`` stays the cap on both."""
-    bs = max(1, int(backend.max_batch_size))
-    keep = callable(getattr(backend, "prefix_memory", None))
-    by_memory = keep and batch_size is None and isinstance(backend, MemoryRowsBackend)
-    return (MAX_CALL_BATCHES * bs if by_memory else bs), keep, by_memory
-
-
-def generation_calls(trials: list[Trial], bs: int, *, keep_documents: bool = True) -> list[list[Trial]]:
-    """Cut trials (in plan order, a document's trials adjacent) into ``generate_chat`` calls of
-    about ``bs`` trials that never split a document's trials.
-
-    Why: each call prefills a shared prefix once (models/prefix_share.py), so a document cut in two
-    is read twice: the ``depth`` preset's ~3,100-token fused document for its 74 trials in two
-    calls of 64 and 10. A document's trials stay in one call up to ``MAX_CALL_BATCHES`` x ``bs``
-    (each call is also one commit, so this bounds the work a crash can lose); within a call the
-    rows decoded at once are what memory allows (models/memory.py). ``keep_documents=False``: plain
-    calls of ``bs`` trials in plan order (backends that share no prefix)."""
-    if not keep_documents:
-        return [trials[i:i + bs] for i in range(0, len(trials), bs)]
-    calls: list[list[Trial]] = []
-    cur: list[Trial] = []
-    for doc in _runs_by_document(trials):
-        if cur and len(cur) + len(doc) > bs:
-            calls.append(cur)
-            cur = []
-        for start in range(0, len(doc), MAX_CALL_BATCHES * bs):
-            piece = doc[start:start + MAX_CALL_BATCHES * bs]
-            if len(piece) == MAX_CALL_BATCHES * bs:
-                calls.append(piece)
-            else:
-                cur.extend(piece)
-    if cur:
-        calls.append(cur)
-    return calls
-
-
-def _runs_by_document(trials: list[Trial]) -> list[list[Trial]]:
-    runs: list[list[Trial]] = []
-    for t in trials:
-        doc = document_for(t.item).id
-        if runs and document_for(runs[-1][-1].item).id == doc:
-            runs[-1].append(t)
-        else:
-            runs.append([t])
-    return runs
-
-
 def plan(spec: QuoteRunSpec, store: RunStore) -> list[WorkUnit]:
-    """Pending trials, sorted by prompt text so a document's items and both arms share a batch
-    (its prefix is prefilled once: models/prefix_share.py); repeats stay apart (one seed each)."""
-    done = store.keys(TABLE)
-    todo = [t for t in build_trials(spec) if t.key not in done]
-    todo.sort(key=lambda t: (t.repeat, t.prompt))
-    return [WorkUnit(t.key, t) for t in todo]
+    """Pending trials as work units (quote/plan.py)."""
+    return pending(spec, store)
+
+
+def _planned(spec: QuoteRunSpec, store: RunStore, pid: str, model: str) -> Planned:
+    units = pending(spec, store)
+    total = len(build_trials(spec))
+    return Planned(units, total, total - len(units), label=spec.preset)
+
+
+SUITE = SuiteDef(
+    name="quote", spec=QuoteRunSpec, tables=((TABLE, QuoteTrial),), worker=WORKER, plan=_planned,
+    context=lambda spec, backend, console: QuoteContext(backend, spec), prepare=with_data_hash,
+    needs=("ChatBackend",), row_tokens=unit_row_tokens, estimate=run_plan, unit="trials")
 
 
 def run_quote(spec: QuoteRunSpec, out: Path, *, backend=None, new: bool = False,
               progress: bool = True, executor: Executor | None = None, console: Console | None = None) -> RunStore:
-    """Generate, score and store every missing trial of ``spec`` in run directory ``out``: plan, execute, commit.
-
-    The bar counts decoded tokens against the dry run's bound (the registry's ``row_tokens``, quote/plan.py) and
-    shows ``estimate.EtaTracker``'s remaining time, as the Sleight of Word bar does: per decoding
-    step when the executor forwards ``live`` (in process), else per committed call."""
-    spec = spec.model_copy(update={"data_sha256": data_sha256()})
-    RunStore.preflight(out, spec, new=new)  # a bad --out costs no model load
-    if backend is None:
-        from tamperbench.models import load_backend
-
-        backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
-                               chat_template=spec.chat_template)
-    from tamperbench.suites import get_suite
-
-    get_suite("quote").check_backend(backend)  # one line, before any compute, if it cannot chat
-    store = RunStore.open(out, spec, new=new)
-    store.ensure_table(TABLE, QuoteTrial)
-    store.put_provenance(backend.provenance)
-    units = plan(spec, store)
-    stored = store.count(TABLE)
-    from tamperbench.progress import ETA_FIELDS, countdown as bar_countdown
-
-    countdown = bar_countdown("quote", spec, units)  # the --dry-run's bound (registry row_tokens), live rate
-    committed = 0
-    with progress_bar("quote", *ETA_FIELDS, unit="trials", console=console, disable=not progress) as prog:
-        task = prog.add_task(f"{spec.preset} ({stored} stored)", total=len(units), **countdown.fields())
-        countdown.attach(prog, task)
-
-        def on_batch(batch: list[Finished], _) -> None:  # a committed call: its records' decoded tokens
-            nonlocal committed
-            committed += sum(r.n_new_tokens for f in batch for r in f.records[TABLE])  # type: ignore[attr-defined]
-            countdown.update(committed)
-            prog.update(task, advance=len(batch))
-
-        live = lambda stats: countdown.update(stats["tokens"])  # noqa: E731 -- after every decoding step
-        executor = executor or InProcessExecutor(QuoteContext(backend, spec), live=live)
-        commit(store, executor.execute(units, Worker(*WORKER, config=spec)), on_batch=on_batch)
-    return store
+    """Generate, score and store every missing trial of ``spec`` in run directory ``out`` through the run
+    driver; returns the run's store, open. The bar counts decoded tokens against the dry run's bound
+    (quote/plan.py), per decoding step in process, else per committed call."""
+    drive(SUITE, spec, out, new=new, backend=backend, executor=executor, console=console, progress=progress)
+    return RunStore.open_existing(out)
 
 
 def run(spec: QuoteRunSpec, out: Path, *, new: bool = False, backend=None, progress: bool = True,
         executor: Executor | None = None) -> None:
-    """The registry's runner (``tamperbench run SPEC.json``, sweeps): run or resume, then close the store."""
-    run_quote(spec, Path(out), backend=backend, new=new, progress=progress, executor=executor).close()
+    """The registry's runner (a Python caller; ``tamperbench run`` and sweeps use ``SUITE``)."""
+    drive(SUITE, spec, Path(out), new=new, backend=backend, progress=progress, executor=executor)
 
 
 def _record(spec: QuoteRunSpec, pid: str, t: Trial, g, index: int, batch: int) -> QuoteTrial:

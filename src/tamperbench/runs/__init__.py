@@ -1,17 +1,18 @@
-"""Plan -> execute -> commit: the one loop every suite runner goes through.
+"""The run layer: the run driver (:mod:`tamperbench.runs.driver`) and what it runs on.
 
-WHY: a runner used to own its loop (plan, decode, write), so there was no place where another
-executor -- a Ray pool over several GPUs, a remote server -- could take the work. Now a runner
+A suite declares its parts in a :class:`~tamperbench.runs.driver.SuiteDef` and the driver owns the
+life cycle: preflight, load, capability check, store, provenance, then
 
-1. *plans*: builds the pending :class:`WorkUnit` list (keyed as the stored records are, so stored
+1. *plan*: the suite's pending :class:`WorkUnit` list (keyed as the stored records are, so stored
    work is skipped);
-2. hands the units to an :class:`Executor` with a :class:`Worker` (import strings + a picklable
-   config, so another process can rebuild it), which yields batches of :class:`Finished` units;
-3. *commits*: :func:`commit` writes each finished batch to the run store from the driver process,
+2. *execute*: an :class:`Executor` runs a :class:`Worker` (import strings + a picklable config, so
+   another process can rebuild it) over the units and yields batches of :class:`Finished` units;
+   :class:`InProcessExecutor` is the default (on the backend the driver loaded),
+   :mod:`tamperbench.runs.ray_executor` spreads units over Ray actors;
+3. *commit*: :func:`commit` writes each finished batch to the run store from the driver process,
    the store's only writer.
 
-:class:`InProcessExecutor` is the default; it runs the worker in this process on an already loaded
-backend.
+Suites import the driver, never the executors or the commit loop (an import-linter contract).
 """
 
 from tamperbench.runs.commit import CommitReport, commit

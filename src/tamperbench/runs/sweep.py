@@ -12,7 +12,6 @@ the driver alone writes each store.
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from pathlib import Path
@@ -80,19 +79,16 @@ def build_specs(sweep: SweepSpec, where: str) -> list[tuple[str, BaseModel]]:
 
 
 def run_sweep(path: Path, out: Path, *, executor=None, new: bool = False) -> list[tuple[str, Path]]:
+    """Validate every model's spec, then run each through the run driver (runs/driver.py) into its folder."""
+    from tamperbench.runs.driver import run_registered
     from tamperbench.suites import runnable_suite
 
     sweep = load_sweep(path)
     specs = build_specs(sweep, str(path))
     suite = runnable_suite(sweep.suite, f"{path}: field 'suite'")
-    runner = suite.part("runner")
-    takes_executor = "executor" in inspect.signature(runner).parameters
-    if executor is not None and not takes_executor:
-        raise UserError(f"--executor: suite '{sweep.suite}' runs in-process only")
     done = []
     for model, spec in specs:
         run_dir = Path(out) / run_dir_name(model)
-        kwargs = {"new": new, **({"executor": executor} if executor is not None else {})}
-        runner(spec, run_dir, **kwargs)
+        run_registered(suite, spec, run_dir, new=new, executor=executor)
         done.append((model, run_dir))
     return done

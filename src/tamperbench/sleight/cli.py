@@ -43,7 +43,7 @@ def run_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print trials, tokens and an ETA; decode and store nothing."),
 ) -> None:
     """Run (or resume) the benchmark, then print Tables 1-3."""
-    from tamperbench.sleight.presets import build_spec
+    from tamperbench.sleight.spec import build_spec
     from tamperbench.sleight.runner import run
     from tamperbench.sleight.tables import render
     from tamperbench.store import RunStore
@@ -56,10 +56,10 @@ def run_cmd(
                       batch_size=batch_size, chat_template=chat_template, detector_rules=detector_rules,
                       replacement_case=replacement_case)
     if dry_run:
-        from tamperbench.estimate import dry_run_spec
-        from tamperbench.suites import get_suite
+        from tamperbench.runs.driver import dry_run as driver_dry_run
+        from tamperbench.sleight.runner import SUITE
 
-        dry_run_spec(get_suite("sleight"), spec, out, echo=Console().print)
+        driver_dry_run(SUITE, spec, out, echo=Console().print)
         return
     err = Console(stderr=True)
     rep = run(spec, out, new=new, console=err)

@@ -1,13 +1,58 @@
-"""Sleight of Word's plan and row-token model, registered in :mod:`tamperbench.suites` (``plan``,
-``row_tokens``): what ``--dry-run`` prints and what the progress bar counts down from.
+"""Sleight of Word's plan: the pending work units of a spec against a run's store, their row-token
+model (what the progress bar counts down from) and the ``--dry-run`` plan (registered in
+:mod:`tamperbench.suites` as ``plan`` and ``row_tokens``).
 
-A work unit is one question (its clean prefix row and its pending trials, sleight/runner.py)."""
+Why a question is the unit of work: the engine finishes a question (clean run + every substitution)
+together, and its rows are committed as soon as it finishes, so an interrupted run loses at most the
+questions in flight and resumes by skipping stored trial keys. The unit's payload is plain data, so an
+executor in another process can take the work."""
 
 from __future__ import annotations
 
-from tamperbench.estimate import Plan, open_read_only
+from dataclasses import dataclass
 
-__all__ = ["run_plan", "unit_row_tokens"]
+from tamperbench.estimate import Plan, open_read_only
+from tamperbench.sleight.records import CLEAN_TABLE, TRIALS_TABLE, clean_key, trial_record_key
+from tamperbench.runs.units import WorkUnit
+
+__all__ = ["QuestionWork", "pending", "run_plan", "unit_row_tokens"]
+
+
+@dataclass(frozen=True)
+class QuestionWork:
+    """A work unit's payload: one question's pending trials (picklable, for any executor)."""
+
+    question_id: str
+    question: str
+    clean_key: str
+    substitutions: tuple[str, ...]
+    need_clean: bool
+    clean_ids: tuple[int, ...] = ()  # the stored clean answer, when only trials are pending
+
+
+def pending(spec, store, pid: str) -> tuple[list[WorkUnit], int, int]:
+    """Pending questions as work units (a question with nothing pending is skipped), trials in
+    the spec and trials already stored."""
+    have_trials, have_clean = store.keys(TRIALS_TABLE), store.keys(CLEAN_TABLE)
+    units, total, skipped = [], 0, 0
+    for qid, question in spec.questions:
+        ckey = clean_key(pid, qid, question, spec)
+        todo = []
+        for sub in spec.substitutions:
+            total += 1
+            if trial_record_key(pid, qid, question, sub, spec) in have_trials:
+                skipped += 1
+            else:
+                todo.append(sub)
+        need_clean = ckey not in have_clean
+        if not todo and not need_clean:
+            continue
+        clean_ids: tuple[int, ...] = ()
+        if todo and not need_clean:
+            rows = store.rows(CLEAN_TABLE, "WHERE key = ?", [ckey])
+            clean_ids = tuple(rows[0]["token_ids"]) if rows else ()
+        units.append(WorkUnit(ckey, QuestionWork(qid, question, ckey, tuple(todo), need_clean, clean_ids)))
+    return units, total, skipped
 
 
 def unit_row_tokens(spec, unit) -> int:
@@ -23,11 +68,9 @@ def run_plan(spec, out, backend) -> Plan:
     Row-tokens: per pending question its prefix row (the clean answer) to the budget, plus every
     pending trial to the budget; matched-branch rows of later swaps (``window`` tokens each) are
     not counted. Prefill: one prompt per pending question (trials fork from it)."""
-    from tamperbench.sleight.runner import plan as sleight_pending
-
     store = open_read_only(out)
     try:
-        units, total, skipped = sleight_pending(spec, store, backend.provenance_id)
+        units, total, skipped = pending(spec, store, backend.provenance_id)
     finally:
         store.close()
     msgs = {qid: [{"role": "user", "content": q}] for qid, q in spec.questions}

@@ -1,14 +1,10 @@
-"""Run a Sleight of Word spec: plan pending questions, execute them in the swap engine, commit per question.
-
-Why a question is the unit of work: the engine finishes a question (clean run + every substitution)
-together, and its rows are committed as soon as it finishes, so an interrupted run loses at most the
-questions in flight and resumes by skipping stored trial keys. The unit's payload is plain data and
-the worker is importable by name (``WORKER``), so an executor in another process can take the work.
+"""Sleight of Word's run: its worker (the swap engine over pending questions, importable by name:
+``WORKER``), the records it builds, and its suite definition (``SUITE``) for the run driver
+(:mod:`tamperbench.runs.driver`), which plans (sleight/plan.py), executes and commits.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,19 +13,22 @@ from typing import Any
 from rich.console import Console
 
 from tamperbench.sleight.detector import TriggerDetector
-from tamperbench.sleight.presets import SleightSpec, entity_phrase
+from tamperbench.sleight.plan import QuestionWork, pending, run_plan, unit_row_tokens
+from tamperbench.sleight.protocol import entity_phrase
+from tamperbench.sleight.spec import SleightSpec
 from tamperbench.sleight.records import (
     CLEAN_TABLE,
     TRIALS_TABLE,
     SleightClean,
     SleightTrial,
-    clean_key,
     count_whole_words,
     has_thinking,
     replacement_coverage,
     trial_record_key,
 )
-from tamperbench.runs import Executor, Finished, InProcessExecutor, Worker, WorkUnit, commit, progress_bar
+from tamperbench.runs.driver import Executor, Planned, SuiteDef
+from tamperbench.runs.driver import run as drive
+from tamperbench.runs.units import Finished, WorkUnit
 from tamperbench.store import RunStore
 
 
@@ -121,18 +120,6 @@ def trial_record(backend, spec: SleightSpec, qid: str, question: str, prompt_tex
     )
 
 
-@dataclass(frozen=True)
-class QuestionWork:
-    """A work unit's payload: one question's pending trials (picklable, for any executor)."""
-
-    question_id: str
-    question: str
-    clean_key: str
-    substitutions: tuple[str, ...]
-    need_clean: bool
-    clean_ids: tuple[int, ...] = ()  # the stored clean answer, when only trials are pending
-
-
 @dataclass
 class SleightContext:
     """What a worker process holds: the loaded backend, the trigger detector and the spec."""
@@ -201,78 +188,38 @@ WORKER = "tamperbench.sleight.runner:setup_worker", "tamperbench.sleight.runner:
 
 
 def plan(spec: SleightSpec, store: RunStore, pid: str) -> tuple[list[WorkUnit], int, int]:
-    """Pending questions as work units (a question with nothing pending is skipped), trials in
-    the spec and trials already stored."""
-    have_trials, have_clean = store.keys(TRIALS_TABLE), store.keys(CLEAN_TABLE)
-    units, total, skipped = [], 0, 0
-    for qid, question in spec.questions:
-        ckey = clean_key(pid, qid, question, spec)
-        todo = []
-        for sub in spec.substitutions:
-            total += 1
-            if trial_record_key(pid, qid, question, sub, spec) in have_trials:
-                skipped += 1
-            else:
-                todo.append(sub)
-        need_clean = ckey not in have_clean
-        if not todo and not need_clean:
-            continue
-        clean_ids: tuple[int, ...] = ()
-        if todo and not need_clean:
-            rows = store.rows(CLEAN_TABLE, "WHERE key = ?", [ckey])
-            clean_ids = tuple(rows[0]["token_ids"]) if rows else ()
-        units.append(WorkUnit(ckey, QuestionWork(qid, question, ckey, tuple(todo), need_clean, clean_ids)))
-    return units, total, skipped
+    """Pending questions as work units, trials in the spec and trials already stored (sleight/plan.py)."""
+    return pending(spec, store, pid)
+
+
+def _planned(spec: SleightSpec, store: RunStore, pid: str, model: str) -> Planned:
+    units, total, skipped = pending(spec, store, pid)
+    return Planned(units, total, skipped)
+
+
+def _context(spec: SleightSpec, backend, console: Console) -> SleightContext:
+    """The worker's context on the loaded backend; warns (once, before the store opens) about every trigger
+    this tokenizer never writes as a whole-word token."""
+    detector = TriggerDetector(backend.tokenizer, spec.triggers, rules=spec.detector_rules,
+                               replacement_case=spec.replacement_case)
+    for t in detector.unproducible:
+        console.print(f"[yellow]warning:[/yellow] trigger '{t}' is never a whole-word token of this tokenizer; "
+                      "it cannot be swapped (coverage 0)")
+    return SleightContext(backend, detector, spec)
+
+
+SUITE = SuiteDef(
+    name="sleight", spec=SleightSpec, tables=((CLEAN_TABLE, SleightClean), (TRIALS_TABLE, SleightTrial)),
+    worker=WORKER, plan=_planned, context=_context,
+    needs=("ChatBackend",),  # step decoding when the backend offers it, else the black-box engine
+    row_tokens=unit_row_tokens, estimate=run_plan, unit="trials", weight=lambda f: f.stats["trials"],
+    shown=("swaps",))
 
 
 def run(spec: SleightSpec, out: str | Path, *, new: bool = False, backend=None,
         console: Console | None = None, executor: Executor | None = None) -> RunReport:
-    """Run (or resume) ``spec`` into ``out``: plan pending questions, execute, commit; returns what was done."""
-    console = console or Console(stderr=True)
-    RunStore.preflight(out, spec, new=new)  # a bad --out costs no model load
-    if backend is None:
-        from tamperbench.models import load_backend
-
-        backend = load_backend(spec.model, device=spec.device, dtype=spec.dtype, batch_size=spec.batch_size,
-                               chat_template=spec.chat_template)
-    from tamperbench.suites import get_suite
-
-    get_suite("sleight").check_backend(backend)  # one line, before any compute, if it cannot chat
-    detector = TriggerDetector(backend.tokenizer, spec.triggers, rules=spec.detector_rules,
-                                    replacement_case=spec.replacement_case)
-    for t in detector.unproducible:
-        console.print(f"[yellow]warning:[/yellow] trigger '{t}' is never a whole-word token of this tokenizer; "
-                      "it cannot be swapped (coverage 0)")
-    store = RunStore.open(out, spec, new=new)
-    try:
-        store.put_provenance(backend.provenance)
-        store.ensure_table(CLEAN_TABLE, SleightClean)
-        store.ensure_table(TRIALS_TABLE, SleightTrial)
-        units, total, skipped = plan(spec, store, backend.provenance_id)
-        report = RunReport(str(out), total, skipped, 0, 0, 0, 0, 0.0, detector.unproducible)
-        if not units:
-            console.print(f"nothing to do: all {total} trials of this spec are stored in {out}")
-            return report
-        t0 = time.perf_counter()
-        from tamperbench.progress import countdown
-
-        eta = countdown("sleight", spec, units).tracker  # the --dry-run's bound (registry row_tokens), live rate
-        with progress_bar("sleight", "trials", "{task.fields[swaps]} swaps", "{task.fields[tps]:.0f} tok/s",
-                          "{task.fields[eta]}", console=console) as prog:
-            bar = prog.add_task("", total=total, completed=skipped, swaps=0, tps=0.0, eta="eta -")
-
-            def live(stats: dict) -> None:  # called by the engine after every decoding step
-                prog.update(bar, swaps=stats["swaps"], tps=stats["tokens"] / max(stats["seconds"], 1e-9),
-                            eta=eta.text(stats["tokens"], stats["seconds"]))
-
-            executor = executor or InProcessExecutor(SleightContext(backend, detector, spec), live=live)
-            done = commit(store, executor.execute(units, Worker(*WORKER, config=spec)),
-                          on_batch=lambda batch, _: prog.update(bar, advance=sum(f.stats["trials"] for f in batch)))
-        report.clean_written = done.written[CLEAN_TABLE]
-        report.trials_written = done.written[TRIALS_TABLE]
-        report.swaps = done.stats["swaps"]
-        report.tokens = done.stats["tokens"]
-        report.seconds = time.perf_counter() - t0
-        return report
-    finally:
-        store.close()
+    """Run (or resume) ``spec`` into ``out`` through the run driver; returns what was done."""
+    res = drive(SUITE, spec, out, new=new, backend=backend, console=console, executor=executor)
+    ctx = next(iter(res.contexts.values()))
+    return RunReport(str(out), res.total, res.done, res.written[TRIALS_TABLE], res.written[CLEAN_TABLE],
+                     res.stats["swaps"], res.stats["tokens"], res.seconds, ctx.detector.unproducible)

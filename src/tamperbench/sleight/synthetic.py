@@ -14,7 +14,7 @@ import numpy as np
 
 import tamperbench
 from tamperbench.models.provenance import ModelProvenance
-from tamperbench.sleight.presets import SleightSpec
+from tamperbench.sleight.spec import SleightSpec
 from tamperbench.sleight.records import (CLEAN_TABLE, TRIALS_TABLE, SleightClean, SleightTrial, clean_key,
                                          trial_record_key)
 from tamperbench.store import RunStore

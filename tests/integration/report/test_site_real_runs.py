@@ -11,7 +11,7 @@ import pytest
 
 from tamperbench.quote.runner import QuoteRunSpec, run_quote
 from tamperbench.report.site import build_site
-from tamperbench.sleight.presets import build_spec
+from tamperbench.sleight.spec import build_spec
 from tamperbench.sleight.runner import run as run_sleight
 from tamperbench.sleight.summary import summarize
 from tamperbench.store import RunStore

@@ -80,7 +80,7 @@ def test_a_longer_prompt_gets_fewer_slots(embedded_backend, monkeypatch):
 
 
 def test_the_runner_stores_the_slots_with_every_record(embedded_backend, monkeypatch, tmp_path):
-    from tamperbench.sleight.presets import build_spec
+    from tamperbench.sleight.spec import build_spec
     from tamperbench.sleight.records import CLEAN_TABLE, TRIALS_TABLE
     from tamperbench.sleight.runner import run
     from tamperbench.store import RunStore

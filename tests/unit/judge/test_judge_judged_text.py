@@ -18,7 +18,7 @@ import pytest
 from tamperbench.errors import UserError
 from tamperbench.judge.runner import JudgeConfig, run_jury
 from tamperbench.judge.samples import sample_rows, write_fixture_run
-from tamperbench.sleight.presets import build_spec
+from tamperbench.sleight.spec import build_spec
 from tamperbench.sleight.records import CLEAN_TABLE, TRIALS_TABLE
 from tamperbench.sleight.runner import clean_record, trial_record
 from tamperbench.store import RunStore

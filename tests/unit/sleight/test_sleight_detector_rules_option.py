@@ -12,7 +12,7 @@ import json
 import pytest
 
 from tamperbench.errors import UserError
-from tamperbench.sleight.presets import build_spec
+from tamperbench.sleight.spec import build_spec
 from tamperbench.sleight.records import trial_record_key
 from tamperbench.store import RunStore
 

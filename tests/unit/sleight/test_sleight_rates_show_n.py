@@ -15,7 +15,7 @@ import json
 from rich.console import Console
 
 from tamperbench.judge.records import JudgeVerdictRecord
-from tamperbench.sleight.presets import build_spec
+from tamperbench.sleight.spec import build_spec
 from tamperbench.sleight.records import CLEAN_TABLE, TRIALS_TABLE, SleightClean, SleightTrial
 from tamperbench.sleight.tables import render
 from tamperbench.store import RunStore

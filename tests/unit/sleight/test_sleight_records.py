@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from tamperbench.errors import UserError
-from tamperbench.sleight.presets import build_spec, get_preset, protocol_questions, protocol_words
+from tamperbench.sleight.protocol import get_preset, protocol_questions, protocol_words
+from tamperbench.sleight.spec import build_spec
 from tamperbench.sleight.records import CLEAN_TABLE, TRIALS_TABLE, SleightClean, SleightTrial, full_trace
 from tamperbench.sleight.runner import clean_record, trial_record
 from tamperbench.store import RunStore

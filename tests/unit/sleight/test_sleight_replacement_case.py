@@ -13,7 +13,7 @@ import pytest
 
 from tamperbench.errors import UserError
 from tamperbench.sleight.detector import TriggerDetector
-from tamperbench.sleight.presets import build_spec
+from tamperbench.sleight.spec import build_spec
 from tamperbench.sleight.records import trial_record_key
 
 

@@ -6,7 +6,7 @@ import pytest
 from test_sleight_summary_store import CLEAN, TRIALS, clean, trial, verdict, vote
 
 from tamperbench.judge.records import ParseRateRecord
-from tamperbench.sleight.presets import build_spec
+from tamperbench.sleight.spec import build_spec
 from tamperbench.sleight.records import CLEAN_TABLE, TRIALS_TABLE
 from tamperbench.sleight.summary import judge_setup, summarize
 from tamperbench.store import RunStore

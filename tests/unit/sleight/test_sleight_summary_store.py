@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from tamperbench.judge.records import JudgeVerdictRecord, JudgeVoteRecord, ParseRateRecord
-from tamperbench.sleight.presets import build_spec
+from tamperbench.sleight.spec import build_spec
 from tamperbench.sleight.records import CLEAN_TABLE, TRIALS_TABLE, SleightClean, SleightTrial
 from tamperbench.sleight.summary import judge_setup, summarize
 from tamperbench.sleight.tables import render

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from tamperbench.errors import UserError
-from tamperbench.sleight.presets import build_spec
+from tamperbench.sleight.spec import build_spec
 from tamperbench.sleight.records import CLEAN_TABLE, TRIALS_TABLE
 from tamperbench.sleight.tables import render, render_runs
 from tamperbench.store import RunStore

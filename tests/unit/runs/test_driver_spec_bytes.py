@@ -1,0 +1,49 @@
+"""The run directories a user has must resume unchanged after the suite contract moved the run specs
+(``sleight/presets.py`` -> ``sleight/spec.py``, ``quote/runner.py`` -> ``quote/spec.py``): for the same
+options, the ``spec.json`` a run stores is byte for byte the one stored before the move.
+
+The golden files in data/ were written by the code before the move (commit 8da34f1) with the options
+below; ``sleight_paper_embedded.json`` is the spec.json of a real long Sleight of Word run
+(``sleight run --preset paper --model embedded``), which must resume from it. Real store, no model.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tamperbench.quote.runner import SUITE as QUOTE
+from tamperbench.quote.spec import QuoteRunSpec
+from tamperbench.sleight.spec import build_spec
+from tamperbench.specs import build_spec as build_flags
+from tamperbench.store import RunStore
+
+DATA = Path(__file__).with_name("data")
+
+CASES = {
+    "sleight_paper_embedded": lambda: build_spec(model="embedded", preset="paper"),
+    "sleight_quick_options": lambda: build_spec(
+        model="embedded", preset="quick", questions=6, words=5, triggers=["The", "a"], max_new_tokens=40, keep_topk=True,
+        seed=3, batch_size=4, detector_rules="appendix-c", replacement_case="pattern"),
+    # as the run prepares it (the driver's prepare hook: the data hash)
+    "quote_default": lambda: QUOTE.prepare(QuoteRunSpec()),
+    "quote_options": lambda: QUOTE.prepare(build_flags(
+        QuoteRunSpec, model="embedded", preset="depth", arms=["strict"], sampling="paper", repeats=2, temperature=0.7,
+        seed=5, max_new_tokens=50, batch_size=3, item_ids=None)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_run_stores_the_same_spec_bytes_as_before_the_move(tmp_path, name):
+    RunStore.open(tmp_path / "run", CASES[name]()).close()
+    assert (tmp_path / "run" / "spec.json").read_bytes() == (DATA / f"{name}.json").read_bytes()
+
+
+def test_the_stored_paper_run_passes_the_resume_check(tmp_path):
+    """What ``sleight run`` checks before loading the model: the stored spec is this spec."""
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(DATA / "sleight_paper_embedded.json", run / "spec.json")
+    RunStore.preflight(run, CASES["sleight_paper_embedded"]())  # raises (one line) on any difference
