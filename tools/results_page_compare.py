@@ -11,10 +11,6 @@ from pathlib import Path
 from tamperbench.markdown import markdown_table
 
 NO_JUDGE = "no real judge model can run on this machine"
-INSTRUMENTS = ("**This compares instruments, not models.** The papers' rows are their models (2B to 72B parameters, "
-               "or closed models) under their protocols; ours are the two installable models (135M and 270M "
-               "parameters) through tamperbench on a CPU. A row pair says whether tamperbench measures what the paper "
-               "measures the way the paper does, not how the models compare.")
 
 
 def ours(data: dict) -> str:
@@ -57,7 +53,7 @@ def sleight_compare(data: dict) -> list[str]:
     for run, st in status.items():
         if st["state"] == "not started":
             rows.append([Path(run).name.removeprefix("sleight-paper-"), ours(data), "not started", *["—"] * 8, "", ""])
-    return ["### Beside the paper: Table 1", "", INSTRUMENTS, "",
+    return ["### Beside the paper: Table 1", "", papers["INSTRUMENTS"], "",
             f"Paper rows: {papers['SLEIGHT_CITE']}. Our rows: the judge columns are empty because {NO_JUDGE} (the "
             "paper's jury is three 26B-70B models; a 135M judge's labels would not be the same measurement); the Δ "
             "columns are Table 1's below (reference rule, 95% bootstrap CI); the evidence columns are the rule-based "
@@ -82,7 +78,7 @@ def quote_compare(data: dict) -> list[str]:
     arms = [[arm, "paper, its models", "", rate] for arm, rate in papers["QUOTE_ARMS"].items()]
     arms += [[r["arm"], ours(data), f"{r['n']:,}", _pct(r["faithful"], r["faithful_rate"])]
              for r in ((q or {}).get("summary") or {}).get("pooled_by_arm", [])]
-    return ["### Beside the paper: faithful rates and failure classes", "", INSTRUMENTS, "",
+    return ["### Beside the paper: faithful rates and failure classes", "", papers["INSTRUMENTS"], "",
             f"Paper rows: {papers['QUOTE_CITE']} (the per-model class counts are not in its text; its rates are over "
             "both arms). Our rows: the paper's taxonomy (`summarise(..., taxonomy=\"paper\")`: faithful, corrected, "
             "truncated, wrong span, rewritten) over both arms and every repeat.", "",
@@ -111,7 +107,7 @@ def owmi_compare(data: dict) -> list[str]:
                           f"{r['hits']}/{r['pairs']}", f"{r['false_alarms']}/{r['pairs']}",
                           "n/a" if r["dprime"] is None else f"{r['dprime']:.2f}{ci(r['dprime_ci'])}",
                           "n/a" if r["auroc"] is None else f"{r['auroc']:.3f}{ci(r['auroc_ci'])}"])
-    return ["### Beside the paper: pooled detection, its equivalence bound and the known positive", "", INSTRUMENTS, "",
+    return ["### Beside the paper: pooled detection, its equivalence bound and the known positive", "", papers["INSTRUMENTS"], "",
             f"Paper rows: {papers['OWMI_CITE']}. Our rows: `owmi score`'s pooled rows (complete-pair coding, "
             "item-clustered 95% bootstrap CI; the bound is its inverted TOST) and the known-positive check "
             "(`known_positive_check.json` in the anchor directory).", "",
@@ -127,6 +123,7 @@ def _num(x, d: int) -> str:
 
 def scale_section(data: dict, figures: dict[str, str]) -> list[str]:
     rows, mem, kills = [], [], []
+    gap = next((e["session_gap_s"] for e in data.get("scale") or []), "")
     status = (data.get("sleight") or {}).get("status", {})
     for e in data.get("scale") or []:
         r, t = e["records"] or {}, e["time"] or {}
@@ -152,7 +149,7 @@ def scale_section(data: dict, figures: dict[str, str]) -> list[str]:
                           f"distinct trial keys (a duplicate would make the two differ), of {st['expected']:,}.", ""]
     out = ["## Scale", "",
            "From the same runs. Records, tokens and sessions are read from each run's stored records (`created_at`): a "
-           "session is a stretch with no gap over 15 minutes (a kill and a resume start a new one), its span runs "
+           f"session is a stretch with no gap over {gap} s (a kill and a resume start a new one), its span runs "
            "from its first to its last stored record (model load and the first batch are outside it), and tokens/s "
            "is decoded tokens over the summed spans (Sleight of Word: the clean answers plus each trial's tokens "
            "after its first swap; Exact Words: new tokens; OWMI's choice read-out decodes no answer: records/s). "

@@ -7,6 +7,11 @@ the instruments, not the models (ours are 135M and 270M parameters; theirs 2B to
 
 from __future__ import annotations
 
+INSTRUMENTS = ("**This compares instruments, not models.** The papers' rows are their models (2B to 72B parameters, "
+               "or closed models) under their protocols; ours are the two installable models (SmolLM2-135M-Instruct "
+               "and Gemma 3 270M) through tamperbench on a CPU. A row pair says whether tamperbench measures what the "
+               "paper measures the way the paper does, not how the models compare.")
+
 # Sleight of Word (Cetoli), Table 1: 19 models x 10,100 trials; judge labels (%) by a jury of three 26B-70B
 # judges (Gemma-4-26B, Qwen3.6-27B, Llama-3.3-70B), and the post-swap rise in surprisal / entropy (nats).
 SLEIGHT_CITE = ("Sleight of Word (Cetoli), Table 1 \"Main sweep results\": 19 models x 10,100 trials (100 prompts x "

@@ -104,7 +104,7 @@ def evidence(run: str, copy: Path | None, logs: Path | None) -> dict:
     """Everything the page's scale table shows for one run."""
     from tamperbench.store import RunStore
 
-    out: dict = {"run": run, "records": None, "time": None, "rss": None, "kills": None}
+    out: dict = {"run": run, "records": None, "time": None, "rss": None, "kills": None, "session_gap_s": SESSION_GAP_S}
     if copy is not None and (copy / "records.duckdb").is_file():
         with RunStore.open_existing(copy, read_only=True) as store:
             out["records"] = record_sessions(store)
