@@ -3,22 +3,24 @@ and its figures (``docs/results/*.svg``) from those runs.
 
 Two sizes (``--size``):
 
-- ``paper`` (``make results``): the paper presets that fit on a CPU: Sleight of Word ``--preset paper`` on
-  the embedded model, Exact Words ``standard`` with 5 repeats at temperature 0.7 on every installable model,
-  OWMI ``quick`` (with the token-level ``--readout choice`` when this tamperbench has it) and the
-  known-positive anchor's ``full`` preset with its ``--check`` under every read-out. Hours on a CPU.
+- ``paper`` (``make results``, the full size): Sleight of Word ``--preset paper`` (10,100 trials a model) on
+  every installable model, scored by the rule-based evidence detector (``judge evidence``: no real judge model
+  runs on a CPU, so the jury columns stay empty and say why); Exact Words ``standard`` with ``--sampling paper``
+  and three repeats, both arms; OWMI ``standard`` under the ``choice`` and ``constrained`` read-outs; the
+  known-positive anchor's ``full`` preset with its ``--check``; ``owmi score`` over all of them. The papers' own
+  numbers (``results_papers.py``) stand beside ours. Many hours on 2 cores.
 - ``cpu-small`` (``make results RESULTS=cpu-small``): Sleight of Word ``quick`` and Exact Words ``standard``
-  (greedy) on every installable model, OWMI ``quick`` and the known-positive anchor's ``test`` preset with its
-  ``--check`` (choice read-out, 3 items): about 15-20 minutes on 2 idle cores.
-
-Every Sleight of Word run is judged by the embedded model as its one juror. A run directory that holds an
-older spec (a preset changed since) is refused in one line; move it away to rerun it.
+  (greedy) on every installable model, judged by the embedded model as the one juror, OWMI ``quick`` and the
+  known-positive anchor's ``test`` preset with its ``--check`` (choice read-out, 3 items): about 15-20 minutes.
 
 Every step is the CLI command a user would type, run in-process through the typer app (as ``tamperbench
-demo`` does), into ``runs/results/`` (git-ignored). Each run directory is resumed, so a rerun reuses what is
-stored and only regenerates the page. Every number on the page is computed by the suites' own table code
-(``sleight.tables.render_runs``, ``quote.tables.summarise``, ``owmi.summary.SQL``, ``owmi score``) and saved
-beside the page as ``docs/results/results.json``; ``results_page.py`` only formats that file.
+demo`` does), into ``runs/results/`` (git-ignored). Each run directory is resumed; a step whose directories are
+as it last left them is skipped (``runs/results/SIZE/steps.json``), and a run another process is still writing
+is left to it and shown in progress with its count. A run directory that holds an older spec is refused in one
+line. Every number on the page is computed by the suites' own code (``results_collect.py``) from copies of the
+run databases taken at page time, and saved beside the page as ``docs/results/results.json``;
+``results_page.py`` and ``results_page_compare.py`` only format that file; ``results_scale.py`` adds the scale
+evidence (records and their timestamps, and the process logs given with ``--logs``).
 """
 
 from __future__ import annotations
@@ -243,6 +245,8 @@ def write_page(data: dict, docs: Path, runs: Path | None = None) -> Path:
     page = _page_module()
     fig_dir = docs / "results"
     fig_dir.mkdir(parents=True, exist_ok=True)
+    for old in fig_dir.glob("*.svg"):  # figures of an earlier page (a forest plot for a model no longer run)
+        old.unlink()
     text = json.dumps(data, indent=1, sort_keys=True, default=str)
     for base in {f"{ROOT}/", *([f"{runs.resolve().parent.parent}/"] if runs else [])}:
         text = text.replace(base, "")  # paths as in the repository: runs/results/...
