@@ -303,3 +303,22 @@ def test_paper_plan_runs_both_models_without_a_judge_model():
            "runs/results/owmi-standard-constrained-embedded" in steps
     assert all("--sampling paper --repeats 3" in s for s in steps if s.startswith("quote run"))
     assert results._outputs(p.steps[-1]) == [*p.owmi, *p.anchors, p.score]
+
+
+def test_a_rerun_skips_steps_whose_runs_are_unchanged_and_leaves_a_run_being_written_alone(tmp_path, capsys):
+    results = _tool("results")
+    run = str(write_synthetic_run(tmp_path / "sleight-a", questions=2, words=2, model="a"))
+    p = results.Plan("cpu-small", steps=[["judge", "evidence", run]])
+    state = tmp_path / "steps.json"
+    assert results.execute(p, state) == [] and "evidence: 4 new rows" in capsys.readouterr().out
+    assert results.execute(p, state) == [] and "evidence:" not in capsys.readouterr().out  # unchanged: skipped
+    with duckdb.connect(str(Path(run) / DB_FILE)) as con:  # the run changed (a resume added trials): run again
+        con.execute("DELETE FROM judge_evidence")
+    assert results.execute(p, state) == [] and "evidence: 4 new rows" in capsys.readouterr().out
+    holder = _hold(Path(run))
+    try:
+        skipped = results.execute(results.Plan("cpu-small", steps=[["judge", "evidence", run]]), tmp_path / "s2.json")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert skipped == [f"`tamperbench judge evidence {run}`: skipped, {run} is being written by another process"]
