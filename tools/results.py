@@ -212,7 +212,11 @@ def machine(command: str) -> dict:
         r = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
         return r.stdout.strip() if r.returncode == 0 else "unknown"
 
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() else ""
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30 if hasattr(os, "sysconf") else None
     return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "command": command,
+            "cpu_model": cpu or "unknown", "memory_gib": None if mem is None else round(mem, 1),
             "commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--", "src", "tools")),
             "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
             "python": platform.python_version(), "platform": f"{platform.system()} {platform.machine()}",

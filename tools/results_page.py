@@ -58,8 +58,9 @@ def _header(data: dict) -> list[str]:
                                                      if "--page-only" in m["command"] else "what ")
              + f"`{MAKE[data['size']]}`" + ("" if "--page-only" in m["command"] else " runs") + ")",
              f"- **tamperbench**: {m['tamperbench']}, commit `{commit}",
-             f"- **Machine**: {m['platform']}, {m['cpus']} CPUs; torch {m['torch']} with {m['torch_threads']} "
-             f"thread(s); Python {m['python']}", "", "??? note \"The steps it ran (each resumes its run directory under runs/results/)\"", ""]
+             f"- **Machine**: {m['platform']}, {m['cpus']} CPUs"
+             + (f" ({m['cpu_model']}), {m['memory_gib']} GiB memory" if m.get("cpu_model") else "")
+             + f"; torch {m['torch']} with {m['torch_threads']} thread(s); Python {m['python']}", "", "??? note \"The steps it ran (each resumes its run directory under runs/results/)\"", ""]
     lines += [f"    - `{s}`" for s in data["steps"]] + [""]
     lines += [f"- {n}" for n in data["notes"]] + ([""] if data["notes"] else [])  # the tool's own notes
     return lines
