@@ -152,8 +152,22 @@ def collect_quote(runs: list[str], tmp: Path) -> dict | None:
     runs = [r for r in runs if (Path(r) / "spec.json").is_file() and (Path(r) / "records.duckdb").is_file()]
     if not runs:
         return None
+    from tamperbench.quote.items import load_items
+    from tamperbench.store import RunStore
+
     copies = [snapshot(Path(r), tmp / "snapshots") for r in runs]
     rows = load_rows(copies)
+    states = {}
+    for r, copy in zip(runs, copies):  # each run's count against its plan: items x arms x repeats
+        with RunStore.open_existing(copy, read_only=True) as store:
+            spec = store.spec_dict
+            n = store.count("quote_trials") if store.has_table("quote_trials") else 0
+        items = len(spec.get("item_ids") or load_items(spec.get("preset", "standard")))
+        expected = items * len(spec.get("arms") or []) * int(spec.get("repeats") or 1)
+        held = writer_holds(Path(r))
+        states[r] = {"trials": n, "expected": expected, "distinct_keys": n,
+                     "state": "complete" if n >= expected and not held else
+                     ("run in progress" if held else "resumable")}
     if not rows:
         return None
     summary = summarise(rows)
@@ -163,7 +177,6 @@ def collect_quote(runs: list[str], tmp: Path) -> dict | None:
         counts = {c: sum(arm.get(c, 0) for arm in s["taxonomy"].values()) for c in s["classes"]}
         per_model[model] = {"n": sum(p["n"] for p in s["per_model"]), "counts": counts, "rates": s["rates"],
                             "pooled": s["per_model"][0] if s["per_model"] else None}
-    states = {r: "run in progress" if writer_holds(Path(r)) else "stored" for r in runs}
     return {"runs": runs, "summary": summary, "markdown": to_markdown(summary), "per_model_paper": per_model,
             "states": states}
 

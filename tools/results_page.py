@@ -104,6 +104,9 @@ def _quote(q: dict | None, figures: dict[str, str], data: dict | None = None) ->
         out += _compare().quote_compare(data)
     if q is None:
         return out + ["Not run yet.", ""]
+    if q.get("states"):
+        out += ["Runs and their state (trials stored of items x arms x repeats):", ""]
+        out += [f"- `{Path(r).name}`: {_compare().trials_cell(st)}" for r, st in q["states"].items()] + [""]
     out += ["Faithful = byte-identical copy (deterministic scorer, no parsing: every reply is scored). Controls: the "
             "clean items beside the dirty ones (a planted error to keep), and the plain arm beside the strict one.", ""]
     body = q["markdown"].split("\n", 1)[1] if q["markdown"].startswith("# ") else q["markdown"]
@@ -126,7 +129,9 @@ def _owmi(o: dict | None, figures: dict[str, str], data: dict | None = None) -> 
         return out + ["Not run yet.", ""]
     for run in o["runs"]:
         spec = run["spec"]
-        out += [f"Run `{Path(run['run']).name}` (its command is in the steps above), read-out "
+        state = (f" ({run['records']:,} records stored, {run['state']})" if run.get("state") == "run in progress"
+                 else f" ({run['records']:,} records)" if "records" in run else "")
+        out += [f"Run `{Path(run['run']).name}`{state} (its command is in the steps above), read-out "
                 f"{spec.get('readout') or 'generated (free text, parsed)'}. Controls in the same run: sham (a zero-norm intervention), "
                 "random (a random direction of matched impact) and observer tiers (a second pass that sees the "
                 "output, not the intervention). The yes-rate is descriptive; detection is the paired contrast "
