@@ -239,7 +239,8 @@ def figures(data: dict, out: Path, fmt: str = "svg") -> dict[str, str]:
     if s and s.get("models"):
         fig, ax = plt.subplots(figsize=(6, 3.2))
         models = s["models"]
-        _bars(ax, [m["model"] for m in models], {
+        names = [m["model"] for m in models]  # a run resumed under another provenance has a row per provenance
+        _bars(ax, [n + (f"\n{m['provenance_id'][:8]}" if names.count(n) > 1 else "") for n, m in zip(names, models)], {
             "Δ surprisal (reference rule)": [est(m["delta_surprisal"]) for m in models],
             "paired Δ surprisal (vs unaltered branch)": [est(m["paired_surprisal"]) for m in models],
             "Δ entropy top-20": [est(m["delta_entropy_top20"]) for m in models]}, "nats (95% bootstrap CI)")
