@@ -322,3 +322,14 @@ def test_a_rerun_skips_steps_whose_runs_are_unchanged_and_leaves_a_run_being_wri
         holder.kill()
         holder.wait()
     assert skipped == [f"`tamperbench judge evidence {run}`: skipped, {run} is being written by another process"]
+
+
+def test_the_pages_owmi_standard_preset_is_the_quick_preset_on_every_built_in_item():
+    from tamperbench.owmi.keys import load_items
+    from tamperbench.owmi.spec import PRESETS
+
+    quick, standard = PRESETS["quick"](), PRESETS["standard"](models=["embedded"])
+    assert standard.model_dump(exclude={"items_per_benchmark", "models"}) == \
+        quick.model_dump(exclude={"items_per_benchmark", "models"})
+    items = load_items("builtin", standard.items_per_benchmark)
+    assert len({it.id for it in items}) == 9 and {it.domain for it in items} == {"knowledge", "commonsense", "arithmetic"}
