@@ -188,6 +188,11 @@ def execute(p: Plan, state_file: Path) -> list[str]:
         if busy:
             skipped.append(f"`tamperbench {step}`: skipped, {', '.join(busy)} is being written by another process")
             continue
+        missing = [d for d in _outputs(argv)[:-1] if not (Path(d) / "spec.json").is_file()] \
+            if argv[:2] == ["owmi", "score"] else []
+        if missing:
+            skipped.append(f"`tamperbench {step}`: skipped, {', '.join(missing)} not run yet")
+            continue
         if done.get(step) == fingerprint(argv) and done.get(step):
             continue  # unchanged since this step last finished
         console.print(Rule(f"tamperbench {step}"))

@@ -333,3 +333,11 @@ def test_the_pages_owmi_standard_preset_is_the_quick_preset_on_every_built_in_it
         quick.model_dump(exclude={"items_per_benchmark", "models"})
     items = load_items("builtin", standard.items_per_benchmark)
     assert len({it.id for it in items}) == 9 and {it.domain for it in items} == {"knowledge", "commonsense", "arithmetic"}
+
+
+def test_owmi_score_waits_until_every_run_it_reads_exists(tmp_path):
+    results = _tool("results")
+    p = results.Plan("paper", steps=[["owmi", "score", str(tmp_path / "owmi-a"), "--out", str(tmp_path / "score")]])
+    assert results.execute(p, tmp_path / "steps.json") == [
+        f"`tamperbench owmi score {tmp_path / 'owmi-a'} --out {tmp_path / 'score'}`: skipped, {tmp_path / 'owmi-a'} "
+        "not run yet"]
