@@ -130,9 +130,10 @@ def scale_section(data: dict, figures: dict[str, str]) -> list[str]:
         state = trials_cell(status[e["run"]]) if e["run"] in status else ""
         name = Path(e["run"]).name
         name = f"{Path(e['run']).parent.name}/{name}" if name.startswith("run-") else name  # a check's own run
+        rate = e.get("rate") or {}
         rows.append([name + (f" ({state})" if state else ""), _num(r.get("records"), 0),
                      _num(r.get("tokens"), 0), _num(r.get("sessions"), 0), _num(r.get("span_s"), 0),
-                     _num(r.get("tokens_per_s"), 1), _num(r.get("records_per_s"), 2),
+                     _num(r.get("records_per_s"), 2), _num(rate.get("tokens_per_s"), 1), rate.get("basis", ""),
                      _num(t.get("wall_s"), 0), _num(t.get("cpu_s"), 0), _num(t.get("max_rss_mb"), 0)])
         if e.get("rss"):
             m = e["rss"]
@@ -150,13 +151,16 @@ def scale_section(data: dict, figures: dict[str, str]) -> list[str]:
     out = ["## Scale", "",
            "From the same runs. Records, tokens and sessions are read from each run's stored records (`created_at`): a "
            f"session is a stretch with no gap over {gap} s (a kill and a resume start a new one), its span runs "
-           "from its first to its last stored record (model load and the first batch are outside it), and tokens/s "
-           "is decoded tokens over the summed spans (Sleight of Word: the clean answers plus each trial's tokens "
+           "from its first to its last stored record (model load and the first batch are outside it). Tokens/s is "
+           "decoded tokens over the time named in its last column: where a memory log gives the last process's start, "
+           "that process's tokens from its start to its last stored record; else the process's wall time; else the "
+           "summed session spans (Sleight of Word: the clean answers plus each trial's tokens "
            "after its first swap; Exact Words: new tokens; OWMI's choice read-out decodes no answer: records/s). "
            "Wall, CPU and peak memory are the last process's `/usr/bin/time -v` output, where the logs were given "
            "(`--logs`). The machine is shared: wall times include waiting for the 2 cores.", "",
-           markdown_table(["Run", "Records", "Decoded tokens", "Sessions", "Span (s)", "Tokens/s", "Records/s",
-                           "Wall (s)", "CPU (s)", "Peak RSS (MB)"], rows, "Time and throughput per run"), ""]
+           markdown_table(["Run", "Records", "Decoded tokens", "Sessions", "Span (s)", "Records/s", "Tokens/s",
+                           "Tokens/s over", "Wall (s)", "CPU (s)", "Peak RSS (MB)"], rows, "Time and throughput per run"),
+           ""]
     if mem:
         out += [markdown_table(["Run", "Log", "Samples", "After the model loaded: time: VmHWM / VmRSS (MB)",
                                 "Last sample: VmHWM / VmRSS (MB)", "RSS growth (MB)", "Peak VmHWM (MB)"], mem,

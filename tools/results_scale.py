@@ -19,7 +19,7 @@ import datetime as dt
 import re
 from pathlib import Path
 
-SESSION_GAP_S = 900
+SESSION_GAP_S = 1800  # a write every few minutes while a run lives, even on a loaded machine
 FLAT_WITHIN = 0.05  # memory is "flat" when the last sample is within 5% of the one after the model loaded
 TABLES = {  # table -> SQL for (created_at, decoded tokens) per record
     "sleight_clean": "SELECT created_at, len(token_ids) FROM sleight_clean",
@@ -37,8 +37,9 @@ def _ts(s: str) -> float:
     return dt.datetime.fromisoformat(s).timestamp()
 
 
-def record_sessions(store) -> dict | None:
-    """Records, decoded tokens and sessions of one run (a copy), from its stored records."""
+def record_sessions(store, since: float | None = None) -> dict | None:
+    """Records, decoded tokens and sessions of one run (a copy), from its stored records; with ``since`` (when
+    the last process started) also the tokens that process stored and its rate from its start."""
     points: list[tuple[float, int | None]] = []
     for table, sql in TABLES.items():
         if store.has_table(table):
@@ -54,7 +55,12 @@ def record_sessions(store) -> dict | None:
     span = sum(s[-1][0] - s[0][0] for s in sessions)
     tokens = None if all(t is None for _, t in points) else sum(t or 0 for _, t in points)
     iso = lambda x: dt.datetime.fromtimestamp(x, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")  # noqa: E731
-    return {"records": len(points), "tokens": tokens, "sessions": len(sessions), "span_s": span,
+    mine = [p for p in points if since is not None and p[0] >= since]
+    own = None
+    if mine and tokens is not None and mine[-1][0] > since:
+        n = sum(t or 0 for _, t in mine)
+        own = {"records": len(mine), "tokens": n, "span_s": mine[-1][0] - since, "tokens_per_s": n / (mine[-1][0] - since)}
+    return {"records": len(points), "tokens": tokens, "sessions": len(sessions), "span_s": span, "last_process": own,
             "first": iso(points[0][0]), "last": iso(points[-1][0]),
             "tokens_per_s": None if tokens is None or span <= 0 else tokens / span,
             "records_per_s": None if span <= 0 else len(points) / span}
@@ -105,13 +111,24 @@ def evidence(run: str, copy: Path | None, logs: Path | None) -> dict:
     from tamperbench.store import RunStore
 
     out: dict = {"run": run, "records": None, "time": None, "rss": None, "kills": None, "session_gap_s": SESSION_GAP_S}
-    if copy is not None and (copy / "records.duckdb").is_file():
-        with RunStore.open_existing(copy, read_only=True) as store:
-            out["records"] = record_sessions(store)
     if logs is not None:
         name = Path(run).name if not Path(run).name.startswith("run-") else Path(run).parent.name  # a check's run
         out["time"] = time_log(logs / f"{name}.time") or time_log(logs / f"{name}.err")
         out["rss"] = rss_log(logs / f"{name}.rss")
         kills = logs / f"{name}.kills.txt"
         out["kills"] = kills.read_text().strip().splitlines() if kills.is_file() else None
+    since = _ts(out["rss"]["first"][0].replace("Z", "+00:00")) if out["rss"] else None  # the last process's start
+    if copy is not None and (copy / "records.duckdb").is_file():
+        with RunStore.open_existing(copy, read_only=True) as store:
+            out["records"] = record_sessions(store, since)
+    r, t = out["records"] or {}, out["time"] or {}
+    if r.get("last_process"):
+        out["rate"] = {"tokens_per_s": r["last_process"]["tokens_per_s"], "basis": "last process, from its start "
+                       "(first memory sample) to its last stored record"}
+    elif t.get("wall_s") and r.get("tokens") is not None and r.get("sessions") == 1:
+        out["rate"] = {"tokens_per_s": r["tokens"] / t["wall_s"], "basis": "the process's wall time (time -v)"}
+    elif r.get("tokens_per_s") is not None:
+        out["rate"] = {"tokens_per_s": r["tokens_per_s"], "basis": "stored-record sessions"}
+    else:
+        out["rate"] = None
     return out

@@ -283,6 +283,9 @@ def test_full_page_scale_section_reads_the_logs_and_the_records(full):
     assert e["time"]["wall_s"] == 70 * 60 + 7 and e["time"]["cpu_s"] == 3012.5 + 41.25
     assert e["rss"]["loaded"][0] == "2026-12-02T12:01:10Z" and e["rss"]["flat"]
     assert e["records"]["records"] == 9 + 3 and e["records"]["sessions"] == 1
+    own = e["records"]["last_process"]  # the process that started at the memory log's first sample stored them all
+    assert own["records"] == 12 and own["tokens"] == e["records"]["tokens"]
+    assert e["rate"]["tokens_per_s"] == own["tokens_per_s"] and e["rate"]["basis"].startswith("last process")
     page = _tool("results_page").render(data, {})
     assert "| 4,207 | 3,054 | 4,309 |" in page  # wall, CPU (s) and peak RSS (MB) of the time -v block
     assert "SIGKILL at 2026-12-02T09:49:05Z; stored 1111 trials" in page
