@@ -63,12 +63,16 @@ test-fast: install
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not model and not browser" tests
 
 # docs/results.md and its figures (docs/results/*.svg) from real runs (never part of `make test`):
-#   make results                      the paper presets that fit on a CPU (hours)
+#   make results                      full size: the papers' presets on both installable models (many hours)
 #   make results RESULTS=cpu-small    smoke-scale presets, about a quarter of an hour on 2 cores
-# Run directories live in runs/results/ (git-ignored) and are resumed, so a rerun only rebuilds the page.
+#   make results LOGS=DIR             also read process logs named after the run directories (RUN.time or
+#                                     RUN.err from /usr/bin/time -v, RUN.rss, RUN.kills.txt): the scale section
+# Run directories live in runs/results/ (git-ignored) and are resumed; a step whose run is unchanged since it
+# last finished is skipped, so a rerun with the runs present only rebuilds the page.
 RESULTS ?= paper
+LOGS ?=
 results: install
-	$(PY) tools/results.py --size $(RESULTS)
+	$(PY) tools/results.py --size $(RESULTS) $(if $(LOGS),--logs $(LOGS))
 
 # Mutation score of the modules that produce numbers (too slow for CI: run by hand, minutes to an hour).
 #   make mutate                                          every module under [tool.mutmut] only_mutate

@@ -3,22 +3,24 @@ and its figures (``docs/results/*.svg``) from those runs.
 
 Two sizes (``--size``):
 
-- ``paper`` (``make results``): the paper presets that fit on a CPU: Sleight of Word ``--preset paper`` on
-  the embedded model, Exact Words ``standard`` with 5 repeats at temperature 0.7 on every installable model,
-  OWMI ``quick`` (with the token-level ``--readout choice`` when this tamperbench has it) and the
-  known-positive anchor's ``full`` preset with its ``--check`` under every read-out. Hours on a CPU.
+- ``paper`` (``make results``, the full size): Sleight of Word ``--preset paper`` (10,100 trials a model) on
+  every installable model, scored by the rule-based evidence detector (``judge evidence``: no real judge model
+  runs on a CPU, so the jury columns stay empty and say why); Exact Words ``standard`` with ``--sampling paper``
+  and three repeats, both arms; OWMI ``standard`` under the ``choice`` and ``constrained`` read-outs; the
+  known-positive anchor's ``full`` preset with its ``--check``; ``owmi score`` over all of them. The papers' own
+  numbers (``results_papers.py``) stand beside ours. Many hours on 2 cores.
 - ``cpu-small`` (``make results RESULTS=cpu-small``): Sleight of Word ``quick`` and Exact Words ``standard``
-  (greedy) on every installable model, OWMI ``quick`` and the known-positive anchor's ``test`` preset with its
-  ``--check`` (choice read-out, 3 items): about 15-20 minutes on 2 idle cores.
-
-Every Sleight of Word run is judged by the embedded model as its one juror. A run directory that holds an
-older spec (a preset changed since) is refused in one line; move it away to rerun it.
+  (greedy) on every installable model, judged by the embedded model as the one juror, OWMI ``quick`` and the
+  known-positive anchor's ``test`` preset with its ``--check`` (choice read-out, 3 items): about 15-20 minutes.
 
 Every step is the CLI command a user would type, run in-process through the typer app (as ``tamperbench
-demo`` does), into ``runs/results/`` (git-ignored). Each run directory is resumed, so a rerun reuses what is
-stored and only regenerates the page. Every number on the page is computed by the suites' own table code
-(``sleight.tables.render_runs``, ``quote.tables.summarise``, ``owmi.summary.SQL``, ``owmi score``) and saved
-beside the page as ``docs/results/results.json``; ``results_page.py`` only formats that file.
+demo`` does), into ``runs/results/`` (git-ignored). Each run directory is resumed; a step whose directories are
+as it last left them is skipped (``runs/results/SIZE/steps.json``), and a run another process is still writing
+is left to it and shown in progress with its count. A run directory that holds an older spec is refused in one
+line. Every number on the page is computed by the suites' own code (``results_collect.py``) from copies of the
+run databases taken at page time, and saved beside the page as ``docs/results/results.json``;
+``results_page.py`` and ``results_page_compare.py`` only format that file; ``results_scale.py`` adds the scale
+evidence (records and their timestamps, and the process logs given with ``--logs``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib.util
-import io
 import json
 import os
 import platform
@@ -37,15 +38,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = ("paper", "cpu-small")
-JUDGE = "embedded"  # the one juror every Sleight of Word run is judged by (as in `tamperbench demo`)
+JUDGE = "embedded"  # the one juror of the small size's Sleight of Word runs (as in `tamperbench demo`)
+QUOTE_REPEATS = "3"  # Exact Words at the paper size: sampled as the paper (temperature 1.0), three repeats
+
+
+def _load(name: str):
+    """A sibling module of this tool (tools/ is not a package)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _page_module():
-    spec = importlib.util.spec_from_file_location("results_page", Path(__file__).with_name("results_page.py"))
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _load("results_page")
+
+
+def _collect_module():
+    return _load("results_collect")
 
 
 @dataclass
@@ -98,33 +112,36 @@ def plan(size: str, root: Path, models: list[str], notes: list[str], owmi_option
     if size not in SIZES:
         raise SystemExit(f"error: --size: '{size}' is not one of {', '.join(SIZES)}")
     p = Plan(size, notes=list(notes))
-    sleight_models = ["embedded"] if size == "paper" else models  # the paper preset on one model: ~1.5 h
     preset = "paper" if size == "paper" else "quick"
-    for m in sleight_models:
+    for m in models:
         run = str(root / f"sleight-{preset}-{m}")
         p.sleight.append(run)
-        budget = [] if size == "paper" else ["--max-new-tokens", "64"]  # 64: the demo's; default 160
-        p.steps += [["sleight", "run", "--model", m, "--preset", preset, "--out", run],
-                    ["judge", "run", run, "--judge", JUDGE, *budget]]
-    sampling = ["--repeats", "5", "--temperature", "0.7"] if size == "paper" else []
+        p.steps.append(["sleight", "run", "--model", m, "--preset", preset, "--out", run])
+        if size == "paper":  # no real judge model runs on a CPU: the rule-based evidence detector instead
+            p.steps.append(["judge", "evidence", run])
+        else:
+            p.steps.append(["judge", "run", run, "--judge", JUDGE, "--max-new-tokens", "64"])  # 64: the demo's
+    sampling = ["--sampling", "paper", "--repeats", QUOTE_REPEATS] if size == "paper" else []
     for m in models:
-        run = str(root / ("quote-standard-" + ("r5-t0.7-" if sampling else "") + m))
+        run = str(root / ("quote-standard-" + (f"paper-r{QUOTE_REPEATS}-" if sampling else "") + m))
         p.quote.append(run)
         p.steps.append(["quote", "run", "--model", m, "--preset", "standard", "--arm", "both", *sampling, "--out", run])
-    readout = ["--readout", "choice"] if "--readout" in owmi_options else []
-    if not readout:
+    has_readout = "--readout" in owmi_options
+    if not has_readout:
         p.notes.append("OWMI: this tamperbench has no `--readout choice` (token-level read-out); the reports are "
                        "generated text, parsed.")
-    run = str(root / ("owmi-quick-" + ("choice-" if readout else "") + "embedded"))
-    p.owmi.append(run)
-    p.steps.append(["owmi", "run", "--preset", "quick", "--model", "embedded", *readout, "--out", run])
+    owmi_preset = "standard" if size == "paper" else "quick"
+    for readout in (("choice", "constrained") if size == "paper" else ("choice",)) if has_readout else ("",):
+        run = str(root / "-".join(x for x in ("owmi", owmi_preset, readout, "embedded") if x))
+        p.owmi.append(run)
+        p.steps.append(["owmi", "run", "--preset", owmi_preset, "--model", "embedded",
+                        *(["--readout", readout] if readout else []), "--out", run])
     kp = "full" if size == "paper" else "test"
     anchor = str(root / f"owmi-known-positive-{kp}-embedded")
     p.anchors.append(anchor)
     check = []  # Section 7.2's check: the adapted model through owmi run beside its base
     if "--check" in kp_options:
-        check = ["--check", "--readout", "choice"] + ([] if size == "cpu-small" else
-                                                     ["--readout", "generated", "--readout", "constrained"])
+        check = ["--check", "--readout", "choice"] + (["--items", "3"] if size == "cpu-small" else [])
     else:
         p.notes.append("OWMI: this tamperbench has no `owmi known-positive --check`; the anchor's held-out check only.")
     p.steps.append(["owmi", "known-positive", "--model", "embedded", "--preset", kp, *check, "--out", anchor])
@@ -133,73 +150,62 @@ def plan(size: str, root: Path, models: list[str], notes: list[str], owmi_option
     return p
 
 
-def execute(p: Plan) -> None:
-    """Run every step through the typer app; each resumes what its run directory already holds."""
+def _outputs(argv: list[str]) -> list[str]:
+    """The run directories a step writes (its --out, or judge's RUN) and, for owmi score, the runs it reads."""
+    if argv[:2] == ["judge", "evidence"]:
+        return [argv[2]]
+    outs = [argv[i + 1] for i, a in enumerate(argv) if a == "--out"]
+    return ([a for a in argv[2:] if not a.startswith("-") and a not in outs][: len(argv)] + outs
+            if argv[:2] == ["owmi", "score"] else outs)
+
+
+def fingerprint(argv: list[str]) -> list:
+    """Size and modification time of every database and score file under the step's directories."""
+    out = []
+    for d in _outputs(argv):
+        for f in sorted(Path(d).rglob("*")) if Path(d).is_dir() else []:
+            if f.name.startswith(("records.duckdb", "owmi_score.", "known_positive_check.")) and f.is_file():
+                st = f.stat()
+                out.append([str(f), st.st_size, st.st_mtime_ns])
+    return out
+
+
+def execute(p: Plan, state_file: Path) -> list[str]:
+    """Run every step through the typer app; each resumes what its run directory already holds. A step whose
+    directories are unchanged since the last pass finished it is skipped; a run another process is writing
+    is left to that process (the page shows it as in progress). Returns what was skipped and why."""
     from rich.console import Console
     from rich.rule import Rule
 
     from tamperbench.cli import app
 
-    console = Console()
+    collect = _collect_module()
+    done = json.loads(state_file.read_text()) if state_file.is_file() else {}
+    console, skipped = Console(), []
     for argv in p.steps:
-        console.print(Rule(f"tamperbench {' '.join(argv)}"))
-        app(argv, standalone_mode=False)
-
-
-def _quiet():
-    from rich.console import Console
-
-    return Console(file=io.StringIO(), width=200)
-
-
-def collect_sleight(runs: list[str], out_dir: Path) -> dict | None:
-    from tamperbench.sleight.tables import TITLES, render_runs
-    from tamperbench.store import RunStore
-
-    runs = [r for r in runs if (Path(r) / "spec.json").is_file()]
-    if not runs:
-        return None
-    stores = [RunStore.open_existing(r, read_only=True) for r in runs]
-    try:
-        return {**render_runs(stores, _quiet(), "default", out_dir), "titles": TITLES}
-    finally:
-        for s in stores:
-            s.close()
-
-
-def collect_quote(runs: list[str]) -> dict | None:
-    from tamperbench.quote.tables import load_rows, summarise, to_markdown
-
-    runs = [r for r in runs if (Path(r) / "spec.json").is_file()]
-    if not runs:
-        return None
-    summary = summarise(load_rows([Path(r) for r in runs]))
-    return {"runs": runs, "summary": summary, "markdown": to_markdown(summary)}
-
-
-def collect_owmi(runs: list[str], anchors: list[str], score_dir: str) -> dict | None:
-    from tamperbench.owmi.score.summary import SQL
-    from tamperbench.store import RunStore
-
-    out: dict = {"runs": []}
-    for run in runs:
-        if not (Path(run) / "spec.json").is_file():
+        step = " ".join(argv)
+        busy = [d for d in _outputs(argv) if collect.writer_holds(Path(d))]
+        if busy:
+            skipped.append(f"`tamperbench {step}`: skipped, {', '.join(busy)} is being written by another process")
             continue
-        with RunStore.open_existing(run, read_only=True) as store:
-            cols = [d[0] for d in store.con.execute(SQL).description]
-            rows = [dict(zip(cols, r)) for r in store.con.execute(SQL).fetchall()]
-            spec = {k: store.spec_dict.get(k) for k in ("readout", "seeds", "models")}
-        out["runs"].append({"run": run, "spec": spec, "conditions": rows})
-    checks = [Path(a) / "known_positive_check.md" for a in anchors]
-    out["positive_check_md"] = "\n".join(c.read_text() for c in checks if c.is_file()) or None
-    score_md = Path(score_dir) / "owmi_score.md"
-    out["score_md"] = score_md.read_text() if score_md.is_file() else None
-    score_json = Path(score_dir) / "owmi_score.json"
-    if score_json.is_file():  # the forest plots' rows: per model, per detection cell (owmi.site_forest)
-        from tamperbench.owmi.score.site_forest import forest_rows
-
-        out["forest"] = forest_rows(json.loads(score_json.read_text()))
-    return out if out["runs"] else None
+        missing = [d for d in _outputs(argv)[:-1] if not (Path(d) / "spec.json").is_file()] \
+            if argv[:2] == ["owmi", "score"] else []
+        if missing:
+            skipped.append(f"`tamperbench {step}`: skipped, {', '.join(missing)} not run yet")
+            continue
+        if done.get(step) == fingerprint(argv) and done.get(step):
+            continue  # unchanged since this step last finished
+        console.print(Rule(f"tamperbench {step}"))
+        app(argv, standalone_mode=False)
+        done[step] = fingerprint(argv)
+        state_file.parent.mkdir(parents=True, exist_ok=True)
+        state_file.write_text(json.dumps(done, indent=1))
+    for argv in p.steps:  # a later step (judge evidence) may have written into an earlier step's run
+        if " ".join(argv) in done:
+            done[" ".join(argv)] = fingerprint(argv)
+    if done:
+        state_file.write_text(json.dumps(done, indent=1))
+    return skipped
 
 
 def machine(command: str) -> dict:
@@ -211,27 +217,48 @@ def machine(command: str) -> dict:
         r = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
         return r.stdout.strip() if r.returncode == 0 else "unknown"
 
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() else ""
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30 if hasattr(os, "sysconf") else None
     return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "command": command,
+            "cpu_model": cpu or "unknown", "memory_gib": None if mem is None else round(mem, 1),
             "commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--", "src", "tools")),
             "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
             "python": platform.python_version(), "platform": f"{platform.system()} {platform.machine()}",
             "tamperbench": tamperbench.__version__}
 
 
-def collect(p: Plan, command: str, work: Path) -> dict:
-    """Everything the page shows, computed by the suites' own table code from the run directories."""
-    return {"size": p.size, "machine": machine(command), "notes": p.notes,
-            "steps": [" ".join(["tamperbench", *s]).replace(f"{ROOT}/", "") for s in p.steps],
-            "sleight": collect_sleight(p.sleight, work / "sleight-tables"),
-            "quote": collect_quote(p.quote), "owmi": collect_owmi(p.owmi, p.anchors, p.score)}
+def collect(p: Plan, command: str, work: Path, logs: Path | None = None, skipped: list[str] | None = None) -> dict:
+    """Everything the page shows, computed by the suites' own table code from copies of the run directories."""
+    import tempfile
+
+    c, scale = _collect_module(), _load("results_scale")
+    papers = _load("results_papers")
+    with tempfile.TemporaryDirectory(prefix="tb-results-") as tmp_name:
+        tmp = Path(tmp_name)
+        data = {"size": p.size, "machine": machine(command), "notes": p.notes + (skipped or []),
+                "steps": [" ".join(["tamperbench", *s]) for s in p.steps],
+                "sleight": c.collect_sleight(p.sleight, work / "sleight-tables", tmp),
+                "quote": c.collect_quote(p.quote, tmp), "owmi": c.collect_owmi(p.owmi, p.anchors, p.score, tmp)}
+        runs = p.sleight + p.quote + p.owmi + [str(Path(a) / "run-choice") for a in p.anchors]
+        copies = {r: c.snapshot(Path(r), tmp / "scale" / str(i)) for i, r in enumerate(runs)
+                  if (Path(r) / "spec.json").is_file() and (Path(r) / "records.duckdb").is_file()}
+        data["scale"] = [scale.evidence(r, copies.get(r), logs) for r in runs]
+    if p.size == "paper":
+        data["papers"] = {k: getattr(papers, k) for k in dir(papers) if k.isupper()}
+    return data
 
 
-def write_page(data: dict, docs: Path) -> Path:
+def write_page(data: dict, docs: Path, runs: Path | None = None) -> Path:
     """``docs/results.md``, ``docs/results/results.json`` and the figures, from ``data`` alone."""
     page = _page_module()
     fig_dir = docs / "results"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=1, sort_keys=True, default=str).replace(f"{ROOT}/", "")  # paths as in the repo
+    for old in fig_dir.glob("*.svg"):  # figures of an earlier page (a forest plot for a model no longer run)
+        old.unlink()
+    text = json.dumps(data, indent=1, sort_keys=True, default=str)
+    for base in {f"{ROOT}/", *([f"{runs.resolve().parent.parent}/"] if runs else [])}:
+        text = text.replace(base, "")  # paths as in the repository: runs/results/...
     (fig_dir / "results.json").write_text(text + "\n")
     data = json.loads(text)
     figures = page.figures(data, fig_dir)
@@ -246,19 +273,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "results", help="where the run directories live")
     ap.add_argument("--docs", type=Path, default=ROOT / "docs", help="where results.md is written")
     ap.add_argument("--page-only", action="store_true", help="rebuild the page from the stored runs; run nothing")
+    ap.add_argument("--logs", type=Path, default=None,
+                    help="process logs named after the run directories (RUN.time or RUN.err from /usr/bin/time -v, "
+                         "RUN.rss, RUN.kills.txt): wall, CPU, memory and kill/resume evidence on the page")
     args = ap.parse_args(argv)
     models, notes = installable_models()
     p = plan(args.size, args.runs, models, notes, _cli_options("owmi", "run"), _cli_options("owmi", "known-positive"))
-    if not args.page_only:
-        from tamperbench.errors import UserError
+    if args.logs is not None and not args.logs.is_dir():
+        print(f"error: --logs: {args.logs} is not a directory", file=sys.stderr)
+        return 2
+    from tamperbench.errors import UserError
 
-        try:
-            execute(p)
-        except UserError as err:  # e.g. a run directory that holds an older spec: one line, exit 2
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-    command = " ".join(["python tools/results.py", *(sys.argv[1:] if argv is None else argv)])
-    print(f"wrote {write_page(collect(p, command, args.runs / args.size), args.docs)}")
+    skipped: list[str] = []
+    try:
+        if not args.page_only:
+            skipped = execute(p, args.runs / args.size / "steps.json")
+        command = " ".join(["python tools/results.py", *(sys.argv[1:] if argv is None else argv)])
+        data = collect(p, command, args.runs / args.size, args.logs, skipped)
+    except UserError as err:  # e.g. a run directory that holds an older spec: one line, exit 2
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {write_page(data, args.docs, args.runs)}")
     return 0
 
 

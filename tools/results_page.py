@@ -12,6 +12,19 @@ from pathlib import Path
 
 from tamperbench.safeio.markdown import markdown_table
 
+
+def _compare():
+    import importlib.util
+    import sys
+
+    if "results_page_compare" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("results_page_compare",
+                                                      Path(__file__).with_name("results_page_compare.py"))
+        assert spec and spec.loader
+        sys.modules["results_page_compare"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["results_page_compare"])
+    return sys.modules["results_page_compare"]
+
 MAKE = {"cpu-small": "make results RESULTS=cpu-small", "paper": "make results"}
 SLEIGHT_TABLES = ("table1", "table1b", "table2", "table3")
 SIZE_TEXT = {
@@ -20,7 +33,14 @@ SIZE_TEXT = {
                  "anchor's `test` preset with its check. These are smoke-scale presets, not the papers': read the "
                  "intervals, not the point estimates. The full page (Sleight of Word `--preset paper`, Exact Words "
                  "with repeats and sampling, the known-positive `full` preset) is produced by `make results`",
-    "paper": "the **paper size** (`make results`): the paper presets that fit on a CPU",
+    "paper": "the **full size** (`make results`): Sleight of Word `--preset paper` (100 questions x 101 "
+             "substitutions = 10,100 trials a model) on both installable models, scored by the rule-based evidence "
+             "detector (no judge: no real judge model can run on this machine); Exact Words `standard` with "
+             "`--sampling paper` and repeats, both arms, both models; OWMI's `standard` preset (every built-in item) "
+             "under the `choice` and `constrained` read-outs with `owmi score`'s claims; and the known-positive "
+             "anchor's `full` preset (the paper's 100 + 100 held-out pairs) through `owmi run`. The papers' own "
+             "numbers stand beside ours in one table per suite. A run still being written is shown with its count "
+             "and marked in progress, never as complete",
 }
 
 
@@ -38,35 +58,55 @@ def _header(data: dict) -> list[str]:
                                                      if "--page-only" in m["command"] else "what ")
              + f"`{MAKE[data['size']]}`" + ("" if "--page-only" in m["command"] else " runs") + ")",
              f"- **tamperbench**: {m['tamperbench']}, commit `{commit}",
-             f"- **Machine**: {m['platform']}, {m['cpus']} CPUs; torch {m['torch']} with {m['torch_threads']} "
-             f"thread(s); Python {m['python']}", "", "??? note \"The steps it ran (each resumes its run directory under runs/results/)\"", ""]
+             f"- **Machine**: {m['platform']}, {m['cpus']} CPUs"
+             + (f" ({m['cpu_model']}), {m['memory_gib']} GiB memory" if m.get("cpu_model") else "")
+             + f"; torch {m['torch']} with {m['torch_threads']} thread(s); Python {m['python']}", "", "??? note \"The steps it ran (each resumes its run directory under runs/results/)\"", ""]
     lines += [f"    - `{s}`" for s in data["steps"]] + [""]
     lines += [f"- {n}" for n in data["notes"]] + ([""] if data["notes"] else [])  # the tool's own notes
     return lines
 
 
-def _sleight(s: dict | None, figures: dict[str, str]) -> list[str]:
+def _sleight(s: dict | None, figures: dict[str, str], data: dict | None = None) -> list[str]:
     out = ["## Sleight of Word", ""]
     if s is None:
         return out + ["Not run yet.", ""]
+    status = s.get("status") or {}
+    if status:
+        out += ["Runs and their state (trials stored of the preset's questions x substitutions; distinct trial keys):",
+                ""] + [f"- `{Path(r).name}`: {_compare().trials_cell(st)}"
+                       + (f"; {st['distinct_keys']:,} distinct keys" if st["trials"] else "") for r, st in status.items()]
+        out += [""]
+    if not s.get("tables"):
+        return out + ["No trial stored yet.", ""]
+    judged = data is None or data["size"] != "paper"
     out += [f"Run(s): {', '.join(f'`{Path(r).name}`' for r in s['runs'])}; triggers "
-            f"{', '.join(s['spec']['triggers'] or [])}; budget {s['spec']['max_new_tokens']} tokens; judged by the "
-            "embedded model as the only juror (its parse rate is under the tables). Control for the Δ columns: "
-            "the clean answer's own surprisal (reference rule) and the unaltered branch at the same position "
-            "(paired Δ).", ""]
+            f"{', '.join(s['spec']['triggers'] or [])}; budget {s['spec']['max_new_tokens']} tokens; "
+            + ("judged by the embedded model as the only juror (its parse rate is under the tables)" if judged else
+               f"not judged: the judge columns stay empty because {_compare().NO_JUDGE}; the rule-based evidence "
+               "detector's columns are in the comparison table below")
+            + ". Control for the Δ columns: the clean answer's own surprisal (reference rule) and the unaltered "
+            "branch at the same position (paired Δ).", ""]
+    out += [f"- {n}" for n in s.get("provenance_notes") or []] + ([""] if s.get("provenance_notes") else [])
     for name in SLEIGHT_TABLES:
         t = s["tables"][name]
         out += [markdown_table(t["columns"], t["rows"], s["titles"][name]), ""]
     out += [f"- {n}" for n in s["notes"]] + [""]  # sleight.tables' notes, as its tables.md prints them
     if "sleight" in figures:
         out += [f"![Sleight of Word: post-swap rise per model]({figures['sleight']})", ""]
+    if data is not None and data.get("papers"):
+        out += _compare().sleight_compare(data)
     return out
 
 
-def _quote(q: dict | None, figures: dict[str, str]) -> list[str]:
+def _quote(q: dict | None, figures: dict[str, str], data: dict | None = None) -> list[str]:
     out = ["## Exact Words", ""]
+    if data is not None and data.get("papers"):
+        out += _compare().quote_compare(data)
     if q is None:
         return out + ["Not run yet.", ""]
+    if q.get("states"):
+        out += ["Runs and their state (trials stored of items x arms x repeats):", ""]
+        out += [f"- `{Path(r).name}`: {_compare().trials_cell(st)}" for r, st in q["states"].items()] + [""]
     out += ["Faithful = byte-identical copy (deterministic scorer, no parsing: every reply is scored). Controls: the "
             "clean items beside the dirty ones (a planted error to keep), and the plain arm beside the strict one.", ""]
     body = q["markdown"].split("\n", 1)[1] if q["markdown"].startswith("# ") else q["markdown"]
@@ -81,13 +121,17 @@ def _num(x, d: int = 2) -> str:
     return "n/a" if x is None else f"{x:.{d}f}"
 
 
-def _owmi(o: dict | None, figures: dict[str, str]) -> list[str]:
+def _owmi(o: dict | None, figures: dict[str, str], data: dict | None = None) -> list[str]:
     out = ["## OWMI", ""]
+    if data is not None and data.get("papers"):
+        out += _compare().owmi_compare(data)
     if o is None:
         return out + ["Not run yet.", ""]
     for run in o["runs"]:
         spec = run["spec"]
-        out += [f"Run `{Path(run['run']).name}` (its command is in the steps above), read-out "
+        state = (f" ({run['records']:,} records stored, {run['state']})" if run.get("state") == "run in progress"
+                 else f" ({run['records']:,} records)" if "records" in run else "")
+        out += [f"Run `{Path(run['run']).name}`{state} (its command is in the steps above), read-out "
                 f"{spec.get('readout') or 'generated (free text, parsed)'}. Controls in the same run: sham (a zero-norm intervention), "
                 "random (a random direction of matched impact) and observer tiers (a second pass that sees the "
                 "output, not the intervention). The yes-rate is descriptive; detection is the paired contrast "
@@ -147,8 +191,8 @@ def _score_sections(md: str) -> list[str]:
 
 
 def render(data: dict, figures: dict[str, str]) -> str:
-    lines = _header(data) + _sleight(data["sleight"], figures) + _quote(data["quote"], figures) + \
-        _owmi(data["owmi"], figures)
+    lines = _header(data) + _sleight(data["sleight"], figures, data) + _quote(data["quote"], figures, data) + \
+        _owmi(data["owmi"], figures, data) + (_compare().scale_section(data, figures) if "scale" in data else [])
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -192,10 +236,11 @@ def figures(data: dict, out: Path, fmt: str = "svg") -> dict[str, str]:
     made: dict[str, str] = {}
     est = lambda e: None if not e or e.get("mean") is None else (e["mean"], e.get("lo"), e.get("hi"))  # noqa: E731
     s = data.get("sleight")
-    if s and s["models"]:
+    if s and s.get("models"):
         fig, ax = plt.subplots(figsize=(6, 3.2))
         models = s["models"]
-        _bars(ax, [m["model"] for m in models], {
+        names = [m["model"] for m in models]  # a run resumed under another provenance has a row per provenance
+        _bars(ax, [n + (f"\n{m['provenance_id'][:8]}" if names.count(n) > 1 else "") for n, m in zip(names, models)], {
             "Δ surprisal (reference rule)": [est(m["delta_surprisal"]) for m in models],
             "paired Δ surprisal (vs unaltered branch)": [est(m["paired_surprisal"]) for m in models],
             "Δ entropy top-20": [est(m["delta_entropy_top20"]) for m in models]}, "nats (95% bootstrap CI)")
@@ -233,6 +278,7 @@ def figures(data: dict, out: Path, fmt: str = "svg") -> dict[str, str]:
         ax.set_title("OWMI: reports per track, scope and condition", fontsize=9)
         _save(fig, out / f"owmi.{fmt}")
         made["owmi"] = f"results/owmi.{fmt}"
+    made.update(_compare().rss_figures(data, out, fmt, _save))
     if o and o.get("forest"):
         from tamperbench.owmi.score.site_forest import forest_figure
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from tamperbench.sleight.synthetic import write_synthetic_run
 from tamperbench.store.run_store import DB_FILE
 
 ROOT = Path(__file__).resolve().parents[3]
-NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?")
+NUMBER = re.compile(r"(?<![\w.,])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")  # 10,100 is one number
 MACHINE = {"date": "2026-12-01 21:00 UTC", "command": "python tools/results.py --size cpu-small",
            "commit": "c" * 40, "dirty": False, "cpus": 2, "torch_threads": 1, "torch": "2.13.0+cpu",
            "python": "3.11.7", "platform": "Linux x86_64", "tamperbench": "0.1.0"}
@@ -46,7 +47,7 @@ def _values(obj, out: set[float]) -> set[float]:
     if isinstance(obj, (int, float)):
         out.add(float(obj))
     elif isinstance(obj, str):
-        out.update(float(x) for x in NUMBER.findall(obj))
+        out.update(float(x.replace(",", "")) for x in NUMBER.findall(obj))
     elif isinstance(obj, dict):
         for k, v in obj.items():
             _values(k, out)
@@ -63,7 +64,7 @@ def foreign_numbers(page: str, data: dict) -> list[str]:
     bad = []
     for tok in NUMBER.findall(page):
         digits = len(tok.split(".")[1]) if "." in tok else 0
-        shown = float(tok)
+        shown = float(tok.replace(",", ""))
         if not any(round(v, digits) == shown or round(100 * v, digits) == shown for v in values):
             bad.append(tok)
     return bad
@@ -93,10 +94,9 @@ def collected(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("results")
     runs = [str(write_synthetic_run(tmp / f"sleight-{m}", questions=3, words=3, model=m, seed=i))
             for i, m in enumerate(("synthetic-a", "synthetic-b"))]
-    results = _tool("results")
     summary = summarise(_quote_rows())
     data = {"size": "cpu-small", "machine": MACHINE, "notes": [], "steps": ["tamperbench sleight run ..."],
-            "sleight": results.collect_sleight(runs, tmp / "tables"),
+            "sleight": _tool("results_collect").collect_sleight(runs, tmp / "tables"),
             "quote": {"runs": [], "summary": summary, "markdown": to_markdown(summary)}, "owmi": _owmi(2)}
     return json.loads(json.dumps(data, default=str)), runs, tmp
 
@@ -168,3 +168,179 @@ def test_owmi_score_sections_are_copied_as_score_printed_them(collected):
     check = "| adapted (known positive): `e+peft:a` | choice | 6 (3) | 6/6 | +0.833 |\n\nPASS: under the choice read-out"
     page = page_mod.render(dict(data, owmi=dict(_owmi(2), positive_check_md=check)), {})
     assert check in page and foreign_numbers(page, dict(data, owmi=dict(_owmi(2), positive_check_md=check))) == []
+
+
+# --- the full-size page: run states, the papers' numbers beside ours, scale evidence -------------------------
+
+TIME_V = """\tCommand being timed: "tamperbench sleight run --preset paper"
+\tUser time (seconds): 3012.50
+\tSystem time (seconds): 41.25
+\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:10:07
+\tMaximum resident set size (kbytes): 4412872
+\tExit status: 0
+"""
+RSS_LOG = "".join(f"2026-12-02T12:{m:02d}:10Z VmHWM: {hwm} VmRSS: {rss} \n" for m, hwm, rss in
+                  ((0, 509800, 509800), (1, 4266172, 4266172), (2, 4325192, 4227624), (3, 4325192, 4301000)))
+
+
+def _hold(run: Path):
+    """A real second process that holds the run's writer lock (as a `sleight run` still writing it does)."""
+    code = ("import sys, time; from tamperbench.store import RunStore; s = RunStore.open_existing(sys.argv[1]); "
+            "print('held', flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(run)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    """A paper-size page over synthetic runs: one complete, one being written by another process, one that
+    stopped part-way (resumable), one not started; real logs in the formats the page reads."""
+    tmp = tmp_path_factory.mktemp("full")
+    results, collect, scale = _tool("results"), _tool("results_collect"), _tool("results_scale")
+    runs = {k: str(write_synthetic_run(tmp / f"sleight-paper-{k}", questions=3, words=3, model=k, seed=i))
+            for i, k in enumerate(("complete", "writing", "stopped"))}
+    with duckdb.connect(str(Path(runs["stopped"]) / DB_FILE)) as con:  # an interrupted run: 5 of its 9 trials
+        con.execute(f'DELETE FROM "{TRIALS_TABLE}" WHERE key IN (SELECT key FROM "{TRIALS_TABLE}" LIMIT 4)')
+    logs = tmp / "logs"
+    logs.mkdir()
+    (logs / "sleight-paper-complete.err").write_text("progress...\n" + TIME_V)
+    (logs / "sleight-paper-complete.rss").write_text(RSS_LOG)
+    (logs / "sleight-paper-complete.kills.txt").write_text("SIGKILL at 2026-12-02T09:49:05Z; stored 1111 trials\n")
+    holder = _hold(Path(runs["writing"]))
+    try:
+        order = [runs["complete"], runs["writing"], runs["stopped"], str(tmp / "sleight-paper-later")]
+        sleight = collect.collect_sleight(order, tmp / "tables", tmp / "work")
+        scale_rows = [scale.evidence(r, collect.snapshot(Path(r), tmp / "copies") if Path(r).is_dir() else None, logs)
+                      for r in order]
+    finally:
+        holder.kill()
+        holder.wait()
+    summary = summarise(_quote_rows())
+    per_model = {m: {"n": p["n"], "counts": {"faithful": p["faithful"], "truncated": 1}, "pooled": p}
+                 for m, p in ((p["model_label"], p) for p in summary["per_model"])}
+    owmi = dict(_owmi(2), pooled=[{"pool": "embedded · all cells (choice)", "pairs": 36, "items": 9, "dprime": 0.1234,
+                                   "dprime_ci": [-0.2, 0.45], "auroc": 0.5123, "auroc_ci": [0.41, 0.6],
+                                   "equivalence": [{"alpha": 0.05, "bound": 0.0987}]}],
+                positive_check=[{"rows": [{"role": "adapted", "model": "embedded+peft:a", "readout": "choice",
+                                           "pairs": 100, "hits": 100, "false_alarms": 0, "dprime": 5.1517,
+                                           "dprime_ci": [5.1517, 5.1517], "auroc": 1.0, "auroc_ci": [1.0, 1.0]}]}])
+    papers = _tool("results_papers")
+    data = {"size": "paper", "machine": dict(MACHINE, command="python tools/results.py --size paper"), "notes": [],
+            "steps": ["tamperbench sleight run ..."], "sleight": sleight, "owmi": owmi, "scale": scale_rows,
+            "quote": {"runs": [], "summary": summary, "markdown": to_markdown(summary), "per_model_paper": per_model},
+            "papers": {k: getattr(papers, k) for k in dir(papers) if k.isupper()}}
+    assert results.QUOTE_REPEATS  # the tool itself loads
+    return json.loads(json.dumps(data, default=str)), runs, tmp
+
+
+def test_full_page_every_number_is_a_value_of_the_runs_or_the_cited_papers(full):
+    data, _, tmp = full
+    page_mod = _tool("results_page")
+    page = page_mod.render(data, page_mod.figures(data, tmp))
+    assert "**full size**" in page and data["machine"]["commit"][:10] in page
+    assert (bad := foreign_numbers(page, data)) == [], sorted(set(bad))
+    assert foreign_numbers(page + "\nFlagged in 12,345 trials.\n", data) == ["12,345"]  # the check bites
+    for paper_row in ("| Qwen2.5-14B | paper, its models (Table 1) | 10,100 | 46 | 78 | 0 | 76 | 48 | 1.3 | +0.18 | "
+                      "+0.38 |", "| all 13 models | paper, its models | 962 | 911 of 962 | 0 | 26 | 13 | 12 |",
+                      "| pooled dose battery | paper, its models | 11,216 | 0.0039 [0.0017, 0.0062] | 0.5007 |",
+                      "| 100 | 100/100 | 0/100 (all 100 sham trials identified) | 5.15 | 1.0 |"):
+        assert paper_row in page
+    assert "This compares instruments, not models." in page
+    assert "no real judge model can run on this machine" in page
+
+
+def test_full_page_shows_each_run_state_never_an_unfinished_run_as_complete(full):
+    data, runs, _ = full
+    status = data["sleight"]["status"]
+    assert [status[runs[k]]["state"] for k in ("complete", "writing", "stopped")] == \
+        ["complete", "run in progress", "resumable"]
+    assert [(status[runs[k]]["trials"], status[runs[k]]["distinct_keys"]) for k in ("complete", "writing", "stopped")] \
+        == [(9, 9), (9, 9), (5, 5)]
+    page = _tool("results_page").render(data, {})
+    assert "- `sleight-paper-complete`: 9 of 9; 9 distinct keys" in page
+    assert "- `sleight-paper-writing`: 9 of 9, run in progress; 9 distinct keys" in page
+    assert "- `sleight-paper-stopped`: 5 of 9, resumable; 5 distinct keys" in page
+    assert "- `sleight-paper-later`: not started" in page
+
+
+def test_full_page_evidence_columns_are_the_detector_counts_of_the_stored_trials(full):
+    data, runs, _ = full
+    ev = data["sleight"]["evidence"][runs["complete"]]
+    assert ev["scored"] == 9 and ev["flagged_rate"] == ev["flagged"] / 9
+    with duckdb.connect(str(Path(runs["complete"]) / DB_FILE), read_only=True) as con:
+        tables = {t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    assert "judge_evidence" not in tables  # scored on a copy: the page never writes into a run
+    page = _tool("results_page").render(data, {})
+    row = next(line for line in page.splitlines() if line.startswith("| complete | tamperbench, measured"))
+    assert row.endswith(f"| {100 * ev['flagged_rate']:.1f} ({ev['flagged']}) | {100 * ev['aware_rate']:.1f} "
+                        f"({ev['aware']}) |")
+
+
+def test_full_page_scale_section_reads_the_logs_and_the_records(full):
+    data, runs, _ = full
+    e = data["scale"][0]
+    assert e["time"]["wall_s"] == 70 * 60 + 7 and e["time"]["cpu_s"] == 3012.5 + 41.25
+    assert e["rss"]["loaded"][0] == "2026-12-02T12:01:10Z" and e["rss"]["flat"]
+    assert e["records"]["records"] == 9 + 3 and e["records"]["sessions"] == 1
+    own = e["records"]["last_process"]  # the process that started at the memory log's first sample stored them all
+    assert own["records"] == 12 and own["tokens"] == e["records"]["tokens"]
+    assert e["rate"]["tokens_per_s"] == own["tokens_per_s"] and e["rate"]["basis"].startswith("last process")
+    page = _tool("results_page").render(data, {})
+    assert "| 4,207 | 3,054 | 4,309 |" in page  # wall, CPU (s) and peak RSS (MB) of the time -v block
+    assert "SIGKILL at 2026-12-02T09:49:05Z; stored 1111 trials" in page
+    assert "Now stored in `sleight-paper-complete`: 9 trials, 9 distinct trial keys" in page
+    assert "flat: resident memory after the last sample is within 5% of the sample after the model loaded" in page
+    with pytest.raises(SystemExit):  # a bad --size is one line
+        _tool("results").plan("huge", Path("runs"), ["embedded"], [], set(), set())
+
+
+def test_paper_plan_runs_both_models_without_a_judge_model():
+    results = _tool("results")
+    p = results.plan("paper", Path("runs/results"), ["embedded", "gemma3-270m"], [], {"--readout"}, {"--check"})
+    steps = [" ".join(s) for s in p.steps]
+    assert [s for s in steps if s.startswith("sleight run")] == [
+        f"sleight run --model {m} --preset paper --out runs/results/sleight-paper-{m}" for m in ("embedded", "gemma3-270m")]
+    assert not any(s.startswith("judge run") for s in steps) and "judge evidence runs/results/sleight-paper-embedded" in steps
+    assert "owmi run --preset standard --model embedded --readout constrained --out " \
+           "runs/results/owmi-standard-constrained-embedded" in steps
+    assert all("--sampling paper --repeats 3" in s for s in steps if s.startswith("quote run"))
+    assert results._outputs(p.steps[-1]) == [*p.owmi, *p.anchors, p.score]
+
+
+def test_a_rerun_skips_steps_whose_runs_are_unchanged_and_leaves_a_run_being_written_alone(tmp_path, capsys):
+    results = _tool("results")
+    run = str(write_synthetic_run(tmp_path / "sleight-a", questions=2, words=2, model="a"))
+    p = results.Plan("cpu-small", steps=[["judge", "evidence", run]])
+    state = tmp_path / "steps.json"
+    assert results.execute(p, state) == [] and "evidence: 4 new rows" in capsys.readouterr().out
+    assert results.execute(p, state) == [] and "evidence:" not in capsys.readouterr().out  # unchanged: skipped
+    with duckdb.connect(str(Path(run) / DB_FILE)) as con:  # the run changed (a resume added trials): run again
+        con.execute("DELETE FROM judge_evidence")
+    assert results.execute(p, state) == [] and "evidence: 4 new rows" in capsys.readouterr().out
+    holder = _hold(Path(run))
+    try:
+        skipped = results.execute(results.Plan("cpu-small", steps=[["judge", "evidence", run]]), tmp_path / "s2.json")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert skipped == [f"`tamperbench judge evidence {run}`: skipped, {run} is being written by another process"]
+
+
+def test_the_pages_owmi_standard_preset_is_the_quick_preset_on_every_built_in_item():
+    from tamperbench.owmi.keys import load_items
+    from tamperbench.owmi.spec import PRESETS
+
+    quick, standard = PRESETS["quick"](), PRESETS["standard"](models=["embedded"])
+    assert standard.model_dump(exclude={"items_per_benchmark", "models"}) == \
+        quick.model_dump(exclude={"items_per_benchmark", "models"})
+    items = load_items("builtin", standard.items_per_benchmark)
+    assert len({it.id for it in items}) == 9 and {it.domain for it in items} == {"knowledge", "commonsense", "arithmetic"}
+
+
+def test_owmi_score_waits_until_every_run_it_reads_exists(tmp_path):
+    results = _tool("results")
+    p = results.Plan("paper", steps=[["owmi", "score", str(tmp_path / "owmi-a"), "--out", str(tmp_path / "score")]])
+    assert results.execute(p, tmp_path / "steps.json") == [
+        f"`tamperbench owmi score {tmp_path / 'owmi-a'} --out {tmp_path / 'score'}`: skipped, {tmp_path / 'owmi-a'} "
+        "not run yet"]
