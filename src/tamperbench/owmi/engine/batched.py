@@ -42,7 +42,7 @@ from tamperbench.owmi.engine.base import Batch, Engine
 from tamperbench.owmi.protocol.probes import probe_text
 
 BASE = "__baseline__"  # the unhooked row of a teacher-forced batch
-OBSERVER_MEMO = 64  # observer batches kept for later units reading the same record (owmi/batched.py observe_rows)
+OBSERVER_MEMO = 64  # observer batches kept for later units reading the same record (owmi/engine/batched.py observe_rows)
 
 
 class BatchedEngine(Engine):
