@@ -1,4 +1,4 @@
-"""``tamperbench owmi train-sae``, added to the ``owmi`` typer app (see ``owmi/sae_train.py``)."""
+"""``tamperbench owmi train-sae``, added to the ``owmi`` typer app (see ``owmi/controls/sae_train.py``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """How a probe's answer is read out (``OwmiSpec.readout``), for the batched and the reference engine\n(each engine holds one :class:`Readout`).
 
 * ``generated`` (the paper's, the default): greedy decoding of the JSON answer, parsed afterwards.
-* ``choice``: a token-level read-out (``owmi/choice.py``): the JSON prefix is teacher-forced with the
+* ``choice``: a token-level read-out (``owmi/engine/choice.py``): the JSON prefix is teacher-forced with the
   probe and the closed option set is scored; nothing is decoded.
 * ``constrained``: greedy decoding under a grammar built from the probe's JSON schema.
 

@@ -1,7 +1,7 @@
 """Which records an OWMI spec will write, keyed before any compute: the items each benchmark
 contributes, a unit's design coordinates and every record key a unit writes.
 
-Below both the runner (owmi/runner.py, which writes the records) and the plan (owmi/plan.py, which
+Below both the runner (owmi/run/runner.py, which writes the records) and the plan (owmi/run/plan.py, which
 counts what is pending for ``--dry-run`` and the bars), so neither imports the other."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 what ``--dry-run`` prints and what the runner's per-model progress bars count down from.
 
 A work unit is one (model, cell, item, seed): the design fields of its pending records, keyed with
-the runner's own ``planned_keys`` (owmi/keys.py), so "stored" is exactly what a resume skips."""
+the runner's own ``planned_keys`` (owmi/run/keys.py), so "stored" is exactly what a resume skips."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def unit_row_tokens(spec, pending: list[dict]) -> int:
 
 def pending_units(spec, items: dict, have: set, models: list[str] | None = None):
     """(item, pending design fields, stored record count) of every unit, in the runner's plan order
-    (owmi/runner.py), keyed with the runner's own ``planned_keys``: "stored" is what a resume skips."""
+    (owmi/run/runner.py), keyed with the runner's own ``planned_keys``: "stored" is what a resume skips."""
     from tamperbench.owmi.run.keys import planned_keys, unit_coords
 
     units = [(model, b, obj, op, it, seed) for model in (spec.models if models is None else models)

@@ -37,7 +37,7 @@ class AnchorRecord(Record):
 
 def weights_identity(backend) -> dict:
     """The identity fields of the weights ``backend`` runs, filled as OWMI run records fill them
-    (``owmi/runner.py``: revision else sha256, the provenance dtype, quantized = a quantization is
+    (``owmi/run/runner.py``: revision else sha256, the provenance dtype, quantized = a quantization is
     named), so ``identity.of(anchor) == identity.of(run row)`` holds exactly when both read the same
     weights at the same precision. Why: a probe fitted on float32 weights says nothing certain about
     a bfloat16 or dequantized-GGUF cell of the same name, and rho = margin / m_probe must not mix them."""

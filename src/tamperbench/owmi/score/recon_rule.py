@@ -2,7 +2,7 @@
 
 Why a rule at all: the OWMI paper scored no reconstruction probe, "because these interventions
 carry no ground-truth concept label to score a reconstruction against" (Appendix D.3). Our engine
-injects concept directions whose label it records (``OwmiRun.concept``; ``owmi/conditions.py``),
+injects concept directions whose label it records (``OwmiRun.concept``; ``owmi/engine/conditions.py``),
 so a reconstruction answer can be right or wrong. This module is the whole rule, in one place, so
 a reader can audit it and a human-validated subset (D.3) can be compared against it.
 

@@ -59,7 +59,7 @@ def test_option_logprobs_equal_an_independent_teacher_forced_forward(choice_unit
     for fam in ("detection", "localization"):
         row = next(r for r in rows if (r["track"], r["probe_family"], r["condition"], r["hook_scope"]) ==
                    ("A", fam, cond, scope))
-        ctx = eng._context(unit, "A", fam, cond)
+        ctx = eng.context(unit, "A", fam, cond)
         assert row["prompt_ids"] == ctx.ids
         cs = closed_set(fam, eng.n_layers)
         tk = tokenize(tok, cs)

@@ -1,6 +1,6 @@
 """Track B_visible and B_masked execution paths on the real embedded model: their targeted tests.
 
-Why it exists: the decay rule (owmi/analysis/decay.py) licenses a contrast only on paths a
+Why it exists: the decay rule (owmi/score/decay.py) licenses a contrast only on paths a
 targeted test validates; the batched-vs-reference equivalence test shows two implementations
 agree, not that either builds the right context or alters the right tokens. What each context
 must be (contexts.py, Section 3.3):

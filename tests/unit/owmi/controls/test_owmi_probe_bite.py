@@ -1,4 +1,4 @@
-"""The number-producing parts of the linear-probe anchor (owmi/analysis/probe.py): the item split,
+"""The number-producing parts of the linear-probe anchor (owmi/controls/probe.py): the item split,
 one layer's held-out accuracy with its label-shuffled null, and the line that describes it.
 
 Why: ``m_probe`` and its pass/fail gate the D.5 claim level (a null without a passing probe is only

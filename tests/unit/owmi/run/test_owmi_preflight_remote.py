@@ -1,4 +1,4 @@
-"""OWMI refuses a remote model among the hooked ``models`` from the spec alone (owmi/validate.py).
+"""OWMI refuses a remote model among the hooked ``models`` from the spec alone (owmi/run/validate.py).
 
 Why: OWMI alters the weights' computation with forward hooks, which neither ``openai:`` nor
 ``vllm:`` backends offer. The capability check at load refuses them too, but only when their turn

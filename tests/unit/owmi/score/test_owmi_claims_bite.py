@@ -1,4 +1,4 @@
-"""The D.5 outcome-to-claim rule (owmi/analysis/claims.py), every branch and boundary, pinned.
+"""The D.5 outcome-to-claim rule (owmi/score/claims.py), every branch and boundary, pinned.
 
 Why: the verdict and the listed conditions are the words a user publishes. The expected level of
 each case is read off Appendix D.5 by hand (the lowest level whose full conditions hold), and the

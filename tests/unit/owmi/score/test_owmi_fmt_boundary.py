@@ -28,7 +28,7 @@ def test_no_private_name_crosses_a_module_boundary():
 
 def test_decay_and_reconstruction_do_not_import_render():
     for name in ("decay.py", "reconstruction.py", "fmt.py"):
-        assert not [m for m, _ in _imports(ROOT / name) if m.endswith("analysis.render")], name
+        assert not [m for m, _ in _imports(ROOT / name) if m.endswith("score.render")], name
 
 
 def test_fmt_behaviour():

@@ -1,5 +1,5 @@
 """Model-level results of ``owmi score`` are keyed by the model identity (model, revision, dtype,
-quantized), never by the model name alone (owmi/analysis/identity.py, profile._model_level).
+quantized), never by the model name alone (owmi/score/identity.py, profile._model_level).
 
 Why: one model name run at float32 and bfloat16, at two revisions, or as a dequantized GGUF beside
 its full-precision weights is two sets of weights at two precisions; Appendix D.4 never pools them.

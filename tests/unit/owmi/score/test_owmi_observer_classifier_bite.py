@@ -1,4 +1,4 @@
-"""The tier-3 observer classifier (owmi/observer_classifier.py): which outputs train it, and the row it writes.
+"""The tier-3 observer classifier (owmi/score/observer_classifier.py): which outputs train it, and the row it writes.
 
 Why: the observer bound mu_obs (Section 3.4) is published beside d' and AUROC; a classifier that
 trained on the item it scores, on another model's outputs, on observer or Track A rows, or that

@@ -1,4 +1,4 @@
-"""How ``score_runs`` (owmi/analysis/profile.py) wires the cells, BH, anchors, pools and variance.
+"""How ``score_runs`` (owmi/score/profile.py) wires the cells, BH, anchors, pools and variance.
 
 Why: the estimators are tested in ``tamperbench.stats`` and ``score.py``; this module decides which
 rows each estimator sees and which anchor a cell's claim reads. A probe anchor of another site, a

@@ -1,4 +1,4 @@
-"""The rule-scored reconstruction family (owmi/analysis/recon_rule.py, reconstruction.py): scorer,
+"""The rule-scored reconstruction family (owmi/score/recon_rule.py, reconstruction.py): scorer,
 per-cell margins under both D.4 codings, and the hand-worked numbers of a small record set.
 
 Why: the paper could not score reconstruction (D.3); ours is a rule, so the rule and every margin

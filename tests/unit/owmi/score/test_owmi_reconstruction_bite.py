@@ -1,4 +1,4 @@
-"""Exact outputs of the reconstruction renderers and helpers (owmi/analysis/reconstruction.py).
+"""Exact outputs of the reconstruction renderers and helpers (owmi/score/reconstruction.py).
 
 Why: mutation testing left the CSV row fields, the Markdown section's fixed lines and cell texts,
 the validation-file bounds and a few helper keys unpinned (83.6% < the 90% bar). Each test below

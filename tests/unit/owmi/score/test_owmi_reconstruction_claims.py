@@ -1,4 +1,4 @@
-"""Reconstruction in the D.5 claim rule (owmi/analysis/claims.py): level 5 stays unlicensed until a
+"""Reconstruction in the D.5 claim rule (owmi/score/claims.py): level 5 stays unlicensed until a
 human validation is supplied (D.3), and the claim line says the reconstruction side is rule-scored.
 
 Why: a rule-scored margin that beats the observer bound looks like the last condition of level 5;
