@@ -178,7 +178,7 @@ def collect_quote(runs: list[str]) -> dict | None:
 
 
 def collect_owmi(runs: list[str], anchors: list[str], score_dir: str) -> dict | None:
-    from tamperbench.owmi.score.summary import SQL
+    from tamperbench.owmi.score.tables import SQL
     from tamperbench.store import RunStore
 
     out: dict = {"runs": []}
