@@ -114,9 +114,9 @@ class Suite:
 BUILTIN: tuple[Suite, ...] = (
     Suite(name="owmi", help="OWMI: intervene on internal objects; can the model report it beyond controls?",
           cli="tamperbench.owmi.cli:app", spec="tamperbench.owmi.run.spec:OwmiSpec", runner="tamperbench.owmi.run.runner:run",
-          tables="tamperbench.owmi.score.summary:render", report="tamperbench.owmi.score.site:build_section",
+          tables="tamperbench.owmi.score.tables:render", report="tamperbench.owmi.score.site:build_section",
           plan="tamperbench.owmi.run.plan:run_plan", row_tokens="tamperbench.owmi.run.plan:unit_row_tokens",
-          needs=("HookBackend", "ScoringBackend")),
+          needs=("HookBackend", "ScoringBackend"), definition="tamperbench.owmi.run.runner:SUITE"),
     Suite(
         name="sleight",
         help="Sleight of Word: swap a trigger word in the model's own output.",

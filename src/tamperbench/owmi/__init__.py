@@ -30,7 +30,7 @@ MOVED = {
     "choice": "engine.choice", "readout": "engine.readout", "batched": "engine.batched",
     "spec": "run.spec", "keys": "run.keys", "plan": "run.plan", "items": "run.items",
     "anchor_items": "run.anchor_items", "runner": "run.runner", "validate": "run.validate",
-    "site": "score.site", "site_forest": "score.site_forest", "summary": "score.summary",
+    "site": "score.site", "site_forest": "score.site_forest", "summary": "score.tables",
     "observer_classifier": "score.observer_classifier", "sae_train": "controls.sae_train", "sae_cli": "cli.sae",
     "console": "cli.console", "analysis": "score", "analysis.cli": "cli.score", "analysis.cli_util": "cli.util",
     "analysis.kp_cli": "cli.known_positive", "analysis.known_positive": "controls.known_positive",

@@ -15,7 +15,7 @@ from tamperbench.runs.driver import SuiteDef
 from tamperbench.suites import BUILTIN, get_suite
 
 ROLES = ("spec", "plan", "tables", "cli", "site", "runner")
-SUITES = ["sleight", "quote", pytest.param("owmi", marks=pytest.mark.xfail(strict=False, reason="owmi port pending"))]
+SUITES = ["sleight", "quote", "owmi"]
 
 
 def test_every_builtin_suite_with_a_spec_is_checked_here():

@@ -47,15 +47,15 @@ def run_cmd(
     if readout is not None:
         spec = parse_spec({**spec.model_dump(mode="json"), "readout": readout}, "--readout")
     if dry_run:
-        from tamperbench.estimate import dry_run_spec
+        from tamperbench.owmi.run.runner import SUITE
         from tamperbench.owmi.run.validate import validate
-        from tamperbench.suites import get_suite
+        from tamperbench.runs.driver import dry_run as driver_dry_run
 
         validate(spec)  # a model or object the run would refuse is refused by its plan too
-        dry_run_spec(get_suite("owmi"), spec, out, echo=stdout_console().print)
+        driver_dry_run(SUITE, spec, out, echo=stdout_console().print)
         return
     from tamperbench.owmi.run.runner import run
-    from tamperbench.owmi.score.summary import render
+    from tamperbench.owmi.score.tables import render
 
     err = Console(stderr=True)
     rep = run(spec, out, new=new, console=err)
@@ -67,7 +67,7 @@ def run_cmd(
 @app.command("summary")
 def summary_cmd(run_dir: Path = typer.Argument(..., help="An OWMI run directory.")) -> None:
     """Per track x scope x condition: runs, complete pairs with the intervention, parse rate, yes-rate, JS."""
-    from tamperbench.owmi.score.summary import render
+    from tamperbench.owmi.score.tables import render
 
     render(run_dir, stdout_console())
 

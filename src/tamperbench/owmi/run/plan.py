@@ -1,14 +1,97 @@
-"""OWMI's plan and row-token model, registered in :mod:`tamperbench.suites` (``plan``, ``row_tokens``):
-what ``--dry-run`` prints and what the runner's per-model progress bars count down from.
+"""OWMI's plan and row-token model: the run driver's work units (:func:`plan_frames`, one per cell
+and context frame), what ``--dry-run`` prints (:func:`run_plan`) and what the progress bar counts
+down from (:func:`frame_row_tokens`).
 
-A work unit is one (model, cell, item, seed): the design fields of its pending records, keyed with
-the runner's own ``planned_keys`` (owmi/run/keys.py), so "stored" is exactly what a resume skips."""
+Records are keyed with the runner's own ``planned_keys`` (owmi/run/keys.py) before any compute, so
+"stored" is exactly what a resume skips."""
 
 from __future__ import annotations
 
-from tamperbench.estimate import Plan, open_read_only
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["pending_units", "run_plan", "unit_row_tokens"]
+from tamperbench.estimate import Plan, open_read_only
+from tamperbench.runs.driver import Planned
+from tamperbench.runs.units import WorkUnit
+
+__all__ = ["FrameWork", "frame_row_tokens", "pending_units", "plan_frames", "run_plan", "unit_row_tokens"]
+
+
+@dataclass(frozen=True)
+class FrameWork:
+    """One work unit's payload: the pending (item, seed) units of one cell in one context frame
+    (``OwmiSpec.frames``), all picklable. ``todo``: ``(Cell, item, item index, seed, unstored keys)``
+    of the frame's units with a record to write; ``everyone``: ``(Cell, item, item index, seed)`` of
+    every unit of the cell (impact matching runs over all of them); ``calibration``: the cell's
+    stored impact-matching row in this frame (``eta``, ``target_js``, ``achieved_js``), or None."""
+
+    model: str
+    provenance_id: str
+    cell: tuple  # (benchmark, object label, operator, dose)
+    frame: str
+    todo: list
+    everyone: list
+    calibration: dict | None = None
+
+
+def calibration_key(spec, model: str, cell: tuple, everyone: list, frame: str) -> str:
+    """One eta per cell and frame, over every (item, seed) of the cell; the shared frame's key is the
+    one runs have always used, the neutral frame's (Track C) adds the frame."""
+    from tamperbench.store import trial_key
+
+    coords = dict(model=model, cell=list(cell), items=sorted({it.id for _, it, _, _ in everyone}),
+                  seeds=list(spec.seeds))
+    return trial_key(coords if frame == "shared" else {**coords, "frame": frame})
+
+
+def plan_frames(spec, store, provenance_id: str, model: str) -> Planned:
+    """``model``'s pending work against ``store``: one :class:`WorkUnit` per (cell, context frame)
+    with a record to write, in the order the records have always been written (cells in spec order,
+    frames in track order). The bar counts (item, seed) units per frame."""
+    from tamperbench.owmi.engine.unit import Cell
+    from tamperbench.owmi.protocol.records import CALIBRATION_TABLE, RUNS_TABLE
+    from tamperbench.owmi.run.keys import load_items, planned_keys, unit_coords
+
+    items = {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
+    have = store.keys(RUNS_TABLE)
+    frames = spec.frames()
+    cells: dict[tuple, list] = {}
+    for b in spec.benchmarks:
+        for obj in spec.objects:
+            for op in spec.operators:
+                for idx, it in enumerate(items[b]):
+                    for seed in spec.seeds:
+                        keys = planned_keys(spec, unit_coords(spec, model, b, obj, op, it, seed), spec.observer_models)
+                        cells.setdefault((b, obj.label, op.name, op.dose), []).append(
+                            (Cell(model, b, obj, op), it, idx, seed, keys))
+    units, total, done = [], 0, 0
+    for cell, members in cells.items():
+        everyone = [(c, it, idx, seed) for c, it, idx, seed, _ in members]
+        for frame, tracks in frames.items():  # a frame's units share a task context
+            todo = []
+            for c, it, idx, seed, keys in members:
+                missing = [k for k in keys if k[2]["track"] in tracks and k[0] not in have]
+                if missing:
+                    todo.append((c, it, idx, seed, missing))
+            total += len(members)
+            done += len(members) - len(todo)
+            if not todo:
+                continue
+            stored = None
+            if "random_matched" in spec.conditions:
+                rows = store.rows(CALIBRATION_TABLE, "WHERE key = ?",
+                                  [calibration_key(spec, model, cell, everyone, frame)])
+                stored = {k: rows[0][k] for k in ("eta", "target_js", "achieved_js")} if rows else None
+            units.append(WorkUnit("|".join(map(str, (model, *cell, frame))),
+                                  FrameWork(model, provenance_id, cell, frame, todo, everyone, stored)))
+    return Planned(units, total, done, label=model)
+
+
+def frame_row_tokens(spec, unit: WorkUnit) -> int:
+    """The decode bound of one (cell, frame) unit: :func:`unit_row_tokens` of each of its pending
+    (item, seed) units' records (their task answers once, in this frame)."""
+    work: Any = unit.payload
+    return sum(unit_row_tokens(spec, [d for _, _, d in missing]) for _, _, _, _, missing in work.todo)
 
 
 def unit_row_tokens(spec, pending: list[dict]) -> int:

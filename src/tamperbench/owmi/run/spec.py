@@ -82,6 +82,15 @@ class OwmiSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _one_model(cls, data):
+        """``model``: one model under test, as a sweep names it (``tamperbench sweep`` sets each run's
+        ``model``); the spec holds it as ``models``. Beside ``models`` it stays an unknown field."""
+        if isinstance(data, dict) and "model" in data and "models" not in data:
+            data = {k: v for k, v in data.items() if k != "model"} | {"models": (data["model"],)}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _choice_scope(cls, data):
         """Under ``choice`` the default scope is ``lifted`` alone: under ``active`` the hook is still on
         at the answer slot, so g is first-order leakage by construction (Section 3.6); a spec that

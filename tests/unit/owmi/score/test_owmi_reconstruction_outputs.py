@@ -126,7 +126,7 @@ def test_markdown_csv_and_site_table(scored):
 
 
 def test_summary_prints_the_rule_scored_counts(scored):
-    from tamperbench.owmi.score.summary import render
+    from tamperbench.owmi.score.tables import render
 
     tmp, _, _ = scored
     buf = io.StringIO()

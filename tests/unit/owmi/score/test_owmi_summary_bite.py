@@ -19,7 +19,7 @@ from rich.console import Console
 
 from tamperbench.errors import UserError
 from tamperbench.owmi.protocol.records import CALIBRATION_TABLE, RUNS_TABLE, OwmiCalibration, OwmiRun, analysable
-from tamperbench.owmi.score.summary import render
+from tamperbench.owmi.score.tables import render
 from tamperbench.store import RunStore
 from tamperbench.store.run_store import trial_key
 

@@ -1,4 +1,4 @@
-"""A descriptive per-condition summary of an OWMI run (the estimators live in owmi/analysis).
+"""The tables of an OWMI run: a descriptive per-condition summary (the estimators live in owmi/score/score.py).
 
 Why here: after a run the user must see at once that the pairs are complete (intervention,
 sham, random, observer on the same items), the report-parse rate per cell and condition
