@@ -131,9 +131,13 @@ def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | N
 
     if (_SHARED is not None and isinstance(spec, str) and spec.strip() and MARK not in spec
             and scheme_of(spec) in LOCAL_SCHEMES):
-        from tamperbench.models.loader import resolve_device
+        if device == "auto":  # the key names the device it resolves to, as the loader resolves it
+            import torch
 
-        key = (spec.strip(), resolve_device(device).type, dtype, batch_size, chat_template)
+            device_key = "cuda" if torch.cuda.is_available() else "cpu"
+        else:
+            device_key = device
+        key = (spec.strip(), device_key, dtype, batch_size, chat_template)
         if key not in _SHARED:
             _SHARED[key] = _load(spec, device=device, dtype=dtype, batch_size=batch_size, chat_template=chat_template)
         return _SHARED[key]
