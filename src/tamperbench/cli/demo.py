@@ -19,14 +19,16 @@ from tamperbench.cli.demo_steps import Step, cpu_seconds, run_steps, step_table
 
 DEMO_QUESTION = "what causes the phases of the moon?"
 # A quick Exact Words run: a few dirty and clean items of the standard preset, both arms.
-QUOTE_ITEMS_PER_KIND = 3
+QUOTE_ITEMS_PER_KIND = 2
 # The known positive's layer: the OWMI demo preset's (resid_post.12), so that owmi score's claims find the check
 # for the demo's cells (they match the check by model, site and read-out).
 POSITIVE_LAYER = 12
 # owmi score's clustered-bootstrap and dose-response replicates in the demo (the command's defaults: 2000, 100).
 SCORE_BOOT, SCORE_DOSE_BOOT = 500, 50
-# Where examples/owmi_full.json looks for its SAE (relative to the folder the demo runs in).
+# Where examples/owmi_full.json looks for its SAE (relative to the folder the demo runs in), and its Adam steps
+# (the demo preset's 300 halved: the SAE only has to exist, in SAELens's format, for the example's dry run).
 SAE_FOLDER = "saes/smollm2-135m-resid-post-12"
+SAE_STEPS = 150
 
 
 def demo_steps(out: Path, model: str) -> list[Step]:
@@ -60,7 +62,7 @@ def demo_steps(out: Path, model: str) -> list[Step]:
              ["owmi", "score", str(owmi), str(positive), "--boot", str(SCORE_BOOT), "--dose-boot", str(SCORE_DOSE_BOOT),
               "--out", str(score)], [score]),
         Step("a small SAE in SAELens's format, for examples/owmi_full.json",
-             ["owmi", "train-sae", "--model", model, "--preset", "demo", "--out", SAE_FOLDER], [Path(SAE_FOLDER)]),
+             ["owmi", "train-sae", "--model", model, "--preset", "demo", "--steps", str(SAE_STEPS), "--out", SAE_FOLDER], [Path(SAE_FOLDER)]),
         Step("report", ["report", str(sleight), str(quote), str(owmi), str(positive / "run-choice"),
                         "--out", str(report)], [report]),
     ]

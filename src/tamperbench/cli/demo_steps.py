@@ -114,7 +114,15 @@ class Stamps:
 
 
 def run_steps(app, steps: list[Step], out: Path, console) -> list[dict]:
-    """Run or resume each step; one row per step for the table."""
+    """Run or resume each step; one row per step for the table. The steps share one loaded model
+    (``shared_backends``): each command would otherwise load it again."""
+    from tamperbench.models.registry import shared_backends
+
+    with shared_backends():
+        return _run_steps(app, steps, out, console)
+
+
+def _run_steps(app, steps: list[Step], out: Path, console) -> list[dict]:
     from rich.rule import Rule
 
     stamps, done, rows, resuming = Stamps(out), [], [], True

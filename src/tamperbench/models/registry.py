@@ -19,6 +19,8 @@ classmethod, or a plain function with that signature.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from typing import Any
 from tamperbench.errors import UserError
 from tamperbench.registry import load_object
 
-__all__ = ["BackendEntry", "load_backend", "register_backend", "registered", "scheme_of"]
+__all__ = ["BackendEntry", "load_backend", "register_backend", "registered", "scheme_of", "shared_backends"]
 
 LOCAL_SCHEMES = ("embedded", "dir", "gguf", "hub")
 
@@ -91,9 +93,50 @@ def _import(entry: BackendEntry, spec: str) -> Any:
     return load_object(entry.target, f"model '{spec}': the '{entry.scheme}' backend")
 
 
+# Inside ``shared_backends()``: (spec, device, dtype, batch size, chat template) -> the backend loaded for it.
+_SHARED: dict[tuple, object] | None = None
+
+
+@contextmanager
+def shared_backends() -> Iterator[None]:
+    """Within this block, ``load_backend`` loads a local model once per identical request (spec, resolved
+    device, dtype, batch size, chat template) and hands the same backend to every later caller:
+    ``tamperbench demo`` runs its CLI commands in one process, and each would otherwise load the model
+    (weights, tokenizer, kernels) again. Remote schemes (openai, vllm) and adapter specs (``+peft:``,
+    whose folder a retraining rewrites) are never shared. Nested blocks
+    share the outer one's backends; leaving the outermost drops them."""
+    global _SHARED
+    outer = _SHARED
+    if outer is None:
+        _SHARED = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _SHARED = None
+
+
 def load_backend(spec: str = "embedded", *, device: str = "auto", dtype: str | None = None,
                  batch_size: int | None = None, chat_template: str | None = None):
-    """Load a model spec through its scheme's backend."""
+    """Load a model spec through its scheme's backend (once per request inside ``shared_backends()``)."""
+    from tamperbench.models.adapter import MARK
+
+    if (_SHARED is not None and isinstance(spec, str) and spec.strip() and MARK not in spec
+            and scheme_of(spec) in LOCAL_SCHEMES):
+        if device == "auto":  # the key names the device it resolves to, as the loader resolves it
+            import torch
+
+            device_key = "cuda" if torch.cuda.is_available() else "cpu"
+        else:
+            device_key = device
+        key = (spec.strip(), device_key, dtype, batch_size, chat_template)
+        if key not in _SHARED:
+            _SHARED[key] = _load(spec, device=device, dtype=dtype, batch_size=batch_size, chat_template=chat_template)
+        return _SHARED[key]
+    return _load(spec, device=device, dtype=dtype, batch_size=batch_size, chat_template=chat_template)
+
+
+def _load(spec: str, *, device: str, dtype: str | None, batch_size: int | None, chat_template: str | None):
     if not isinstance(spec, str) or not spec.strip():
         raise UserError("--model: empty model spec")
     scheme = scheme_of(spec)

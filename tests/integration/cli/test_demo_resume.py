@@ -90,3 +90,20 @@ def test_every_demo_step_that_writes_declares_its_outputs(tmp_path):
     assert any(s.argv[:2] == ["owmi", "score"] for s in steps), "owmi score's claims are part of the demo"
     for s in steps:
         assert s.outputs or s.argv[0] == "answer", s.title
+
+
+@pytest.mark.model
+def test_the_steps_load_the_model_once(tmp_path, monkeypatch):
+    """Each step is its own CLI command in one process; they share one loaded model (``shared_backends``)
+    instead of loading weights and tokenizer per command, and the sharing ends with the steps."""
+    from tamperbench.models import loader, registry
+
+    loads, real = [], loader.load_hf
+    monkeypatch.setattr(loader, "load_hf", lambda *a, **k: loads.append(a) or real(*a, **k))
+    out = tmp_path / "demo"
+    answer = Step("answer", ["answer", "what is the capital of France?", "--max-new-tokens", "2", "--device", "cpu"],
+                  [])
+    rows = run_steps(Counting(), [answer, *_steps(out)], out, Console())
+    assert len(rows) == 3 and _records(out) > 0
+    assert len(loads) == 1, f"the model was loaded {len(loads)} times across the steps"
+    assert registry._SHARED is None, "the shared backends are dropped when the steps end"

@@ -220,8 +220,9 @@ def quick_spec(**over) -> OwmiSpec:
 def demo_spec(**over) -> OwmiSpec:
     """Demo preset (``tamperbench demo``): the quick preset's axes -- two operators, ``add`` at two doses,
     sham, random and every other condition, the observer classifier, both scopes, the full probe battery,
-    two seeds -- on one built-in item per benchmark, sized to a minute of CPU under ``readout='choice'``."""
-    return quick_spec(**{"items_per_benchmark": 1, **over})
+    two seeds -- on one built-in item per benchmark, with 4 impact-matching steps and 8 task tokens (trimmed
+    to fit, not the method's axes), sized to a minute of CPU under ``readout='choice'``."""
+    return quick_spec(**{"items_per_benchmark": 1, "calibration_steps": 4, "task_max_new_tokens": 8, **over})
 
 
 def standard_spec(**over) -> OwmiSpec:
