@@ -2,7 +2,7 @@
 
 Every table is the suites' own: ``sleight.tables.render_runs``, ``judge``'s evidence detector
 (``judge.runner.write_evidence``, as ``tamperbench judge evidence`` runs it), ``quote.tables.summarise``,
-``owmi.summary.SQL`` and ``owmi score``'s JSON. A run that another process is still writing is read from a
+``owmi.score.tables.SQL`` and ``owmi score``'s JSON. A run that another process is still writing is read from a
 copy of its database taken at page time (``snapshot``): the page shows it as in progress with its count,
 never as complete, and nothing is ever written into a run directory from here.
 """
@@ -182,7 +182,7 @@ def collect_quote(runs: list[str], tmp: Path) -> dict | None:
 
 
 def collect_owmi(runs: list[str], anchors: list[str], score_dir: str, tmp: Path) -> dict | None:
-    """Per run the per-condition summary (``owmi.summary.SQL``), the known-positive check's JSON and Markdown,
+    """Per run the per-condition summary (``owmi.score.tables.SQL``), the known-positive check's JSON and Markdown,
     ``owmi score``'s Markdown, its pooled rows and the forest plots' rows."""
     from tamperbench.owmi.score.tables import SQL
     from tamperbench.store import RunStore

@@ -1,7 +1,7 @@
 """Format ``docs/results.md`` and its figures from the data ``tools/results.py`` collected (``results.json``).
 
 Nothing here computes a number: every cell is a string or value the suites' own table code produced
-(``sleight.tables``, ``quote.tables``, ``owmi.summary``, ``owmi score``); this module lays them out, draws
+(``sleight.tables``, ``quote.tables``, ``owmi.score.tables``, ``owmi score``); this module lays them out, draws
 them with matplotlib and says what produced them. ``tests/unit/tools/test_results_page.py`` checks that
 every number on the page is one of those values.
 """

@@ -2,7 +2,7 @@
 
 Sleight of Word runs are written through the real store with no model (``sleight.synthetic``); Exact Words
 rows go through the real ``quote.tables.summarise``; the OWMI section gets condition rows shaped like
-``owmi.summary.SQL``'s. Every number on the rendered page must be a value of the collected data (as shown,
+``owmi.score.tables.SQL``'s. Every number on the rendered page must be a value of the collected data (as shown,
 rounded to the digits shown, or as a percentage); the committed page must be exactly what its committed
 ``results.json`` renders to.
 """

@@ -1,4 +1,4 @@
-"""``owmi summary`` (owmi/score/summary.py) on a real DuckDB run directory with hand-chosen records.
+"""``owmi summary`` (owmi/score/tables.py) on a real DuckDB run directory with hand-chosen records.
 
 Why: the per-condition table is what a user reads first after a run (pairs complete, parse rates
 with numerator and denominator, descriptive yes-rate, Track C rubric rate, JS, causal effect, the
