@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tamperbench.markdown import markdown_table
+from tamperbench.safeio.markdown import markdown_table
 
 NO_JUDGE = "no real judge model can run on this machine"
 
