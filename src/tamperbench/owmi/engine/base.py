@@ -241,7 +241,5 @@ class Engine:
         return backend.chat_text(msgs, system=unit.system), ids, text3, answer
 
     def release(self, unit: Unit) -> None:
-        """Drop what a unit holds once its records are written (caches, kept baseline log-probs)."""
         unit.gens.clear()
         unit.task_rows = None
-        unit.base_chunks = None

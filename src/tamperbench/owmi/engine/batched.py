@@ -224,67 +224,44 @@ class BatchedEngine(Engine):
 
     # ------------------------------------------------------------------ teacher-forced effects
     def effects_rows(self, unit, conds: list[str]) -> dict[str, dict]:
-        """JS divergence and causal relevance of ``conds`` in one teacher-forced batch, against the
-        baseline computed once per unit. Positions are fed ``js_chunk // rows`` at a time: one block
-        stays js_chunk x vocabulary.
-
-        What is not recomputed (the reference engine recomputes both; records agree within float
-        rounding): the baseline's log-probs are the unit's kept ones (``keep_baseline``, an unhooked
-        row of this batch only when they are over budget), and its gold-answer log-prob the first
-        batch's; a sham's hook writes nothing back (``Intervention.identity``), so its row would be the
-        baseline's: it is not run, and its effects are the baseline's against itself (zero)."""
-        ivs = {c: self.make_iv(unit, c, unit.task.declared) for c in conds}
-        sham = [c for c in conds if ivs[c].identity]
-        run = [c for c in conds if c not in sham]
-        self.keep_baseline(unit)
-        kept = unit.base_chunks is not None
-        rids = run if kept else [BASE, *run]
+        """JS divergence and causal relevance of ``conds`` in one teacher-forced batch with the
+        baseline as its unhooked first row (so a sham's row is computed exactly as the baseline's).
+        Positions are fed ``js_chunk // rows`` at a time: one block stays js_chunk x vocabulary."""
+        rids = [BASE, *conds]
         ids = unit.task.ids + unit.base_ids
         start = min(unit.task.declared) if unit.task.declared else 0
-        total, peak, n = torch.zeros(len(run), dtype=torch.float64), torch.zeros(len(run)), 0
-        if run:
-            rows, fork = self.prefix.rows(self.model, [ids] * len(rids), start, rids)
-            for c in run:
-                rows.attach(c, ivs[c])
-            step = max(1, self.spec.js_chunk // len(rids))
-            for lo in range(fork, len(ids), step):
-                hi = min(lo + step, len(ids))
-                keep = hi - max(start, lo)
-                logits = rows.extend([ids[lo:hi]] * len(rids), "prefill", keep=max(keep, 1))
-                if keep <= 0:
-                    continue
-                lp = torch.log_softmax(logits, dim=-1)
-                a = max(start, lo)
-                base = _positions(unit.base_chunks, a - start, hi - start)[None] if kept else lp[:1]
-                js = fw.js_rows(base, lp if kept else lp[1:])  # (run, keep)
-                total += js.double().sum(1)
-                peak = torch.maximum(peak, js.max(1).values)
-                n += keep
-                del logits, lp, js
-        else:
-            n = len(ids) - start
+        ivs = {c: self.make_iv(unit, c, unit.task.declared) for c in conds}
+        rows, fork = self.prefix.rows(self.model, [ids] * len(rids), start, rids)
+        for c in conds:
+            rows.attach(c, ivs[c])
+        step = max(1, self.spec.js_chunk // len(rids))
+        total, peak, n = torch.zeros(len(conds), dtype=torch.float64), torch.zeros(len(conds)), 0
+        for lo in range(fork, len(ids), step):
+            hi = min(lo + step, len(ids))
+            keep = hi - max(start, lo)
+            logits = rows.extend([ids[lo:hi]] * len(rids), "prefill", keep=max(keep, 1))
+            if keep <= 0:
+                continue
+            lp = torch.log_softmax(logits, dim=-1)
+            js = fw.js_rows(lp[:1], lp[1:])  # (conds, keep)
+            total += js.double().sum(1)
+            peak = torch.maximum(peak, js.max(1).values)
+            n += keep
+            del logits, lp, js
         out = {c: dict(js_mean=float(total[i] / n) if n else 0.0, js_max=float(peak[i]), js_positions=n,
-                       delta_norm=ivs[c].mean_delta_norm) for i, c in enumerate(run)}
-        for c in sham:
-            out[c] = dict(js_mean=0.0, js_max=0.0, js_positions=n, delta_norm=ivs[c].mean_delta_norm)
+                       delta_norm=ivs[c].mean_delta_norm) for i, c in enumerate(conds)}
         if unit.item.answer:
-            lps = self._answer_rows(unit, run)
+            lps = self._answer_rows(unit, conds)
             unit.base_answer_lp = lps[BASE]
-            for c in sham:
-                lps[c] = lps[BASE]
             for c in conds:
                 out[c].update(answer_logprob_base=lps[BASE], answer_logprob_altered=lps[c],
                               causal_effect=lps[BASE] - lps[c])
         return out
 
     def _answer_rows(self, unit, conds: list[str]) -> dict[str, float]:
-        """Teacher-forced log p(gold | task) for the baseline and every condition, one forward (the
-        baseline's row only until the unit knows it)."""
-        known = unit.base_answer_lp is not None
-        rids = list(conds) if known else [BASE, *conds]
-        if not rids:
-            return {BASE: unit.base_answer_lp}
+        """Teacher-forced log p(gold | task) for the baseline and every condition, one forward."""
         gold = self.b.tokenizer(unit.item.answer, add_special_tokens=False)["input_ids"]
+        rids = [BASE, *conds]
         ids = unit.task.ids + list(gold)
         k = len(unit.task.ids) - 1
         start = min(unit.task.declared) if unit.task.declared else 0
@@ -294,8 +271,7 @@ class BatchedEngine(Engine):
         lp = torch.log_softmax(rows.extend([ids[fork:]] * len(rids), "prefill", keep=len(ids) - k), dim=-1)
         targets = torch.tensor(ids[k + 1:])
         got = lp[:, : len(targets)].gather(2, targets[None, :, None].expand(len(rids), -1, 1))[..., 0]
-        out = {r: float(got[i].sum()) for i, r in enumerate(rids)}
-        return {BASE: unit.base_answer_lp, **out} if known else out
+        return {r: float(got[i].sum()) for i, r in enumerate(rids)}
 
     # ------------------------------------------------------------------ impact matching (Eq. 7)
     def mean_js_rows(self, units, eta: float) -> float:
