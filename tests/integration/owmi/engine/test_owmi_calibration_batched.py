@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from tamperbench.owmi.engine import reference as engine_mod
+from tamperbench.owmi.engine import base as engine_mod
 from tamperbench.owmi.engine import forward as fw
 from tamperbench.owmi.engine.batched import BatchedEngine as Engine
 from tamperbench.owmi.engine.unit import Cell

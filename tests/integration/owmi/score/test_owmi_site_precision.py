@@ -17,7 +17,8 @@ from tamperbench.owmi.protocol.records import RUNS_TABLE, OwmiRun
 from tamperbench.report.site import build_site
 from tamperbench.store import RunStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "unit" / "owmi"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "unit" / "owmi" / "score"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_owmi_profile_bite import _records  # noqa: E402
 from test_owmi_score_synthetic import SynthSpec  # noqa: E402
 
