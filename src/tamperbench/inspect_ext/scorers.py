@@ -4,7 +4,7 @@
   The score is ``C`` for a byte-faithful quote and ``I`` otherwise; the native class, its sub-label,
   the paper's five-class label and the evidence are in the score's metadata.
 - :func:`sleight_jury`: the Sleight of Word jury (Appendix G prompt, tamperbench's verdict parser,
-  the majority rule of :func:`tamperbench.judge.labels.jury_label`) over any inspect models, on any sample:
+  the majority rule of :func:`tamperbench.labels.jury_label`) over any inspect models, on any sample:
   the question (sample metadata ``question``, else the input) and the reply (the model's completion)
   in, the four labels out. A label without a majority is NaN in the value (``None`` in metadata),
   and the metrics average only the labels the jury decided, reporting how many.
@@ -26,7 +26,7 @@ from tamperbench.quote.items import items_by_id
 from tamperbench.quote.scorer import score_response
 from tamperbench.quote.taxonomy import paper_class
 from tamperbench.reasoning import strip_reasoning
-from tamperbench.judge.labels import JUDGE_LABELS, jury_label
+from tamperbench.labels import JUDGE_LABELS, jury_label
 
 
 @scorer(metrics=[accuracy(), stderr()])

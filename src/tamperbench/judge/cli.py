@@ -54,7 +54,7 @@ def run_cmd(
     """Judge every tampered reply of RUN with a jury; majority vote per label; store votes and verdicts."""
     from tamperbench.judge.agreement import compute_agreement
     from tamperbench.judge.runner import open_run, run_jury
-    from tamperbench.judge.labels import JUDGED_TEXT_RULE_TEXT, PARSE_RULE_TEXT
+    from tamperbench.labels import JUDGED_TEXT_RULE_TEXT, PARSE_RULE_TEXT
 
     from tamperbench.judge.presets import judge_config
 

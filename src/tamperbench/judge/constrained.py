@@ -46,7 +46,7 @@ def check_jury(jury: Mapping[str, object]) -> None:
 
 
 def describe(grammar: Mapping | None) -> str:
-    """How a table names the decoding of its votes (tamperbench.judge.labels, which the sleight tables use too)."""
-    from tamperbench.judge.labels import judge_decoding_text
+    """How a table names the decoding of its votes (tamperbench.labels, which the sleight tables use too)."""
+    from tamperbench.labels import judge_decoding_text
 
     return judge_decoding_text(dict(grammar) if grammar else None)

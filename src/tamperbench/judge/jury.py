@@ -9,7 +9,7 @@ A reasoning judge's trace (``<think>``, gpt-oss analysis channel) is stripped be
 parsed (``tamperbench.reasoning``), so a JSON draft inside the trace is never read as the vote; the
 raw text, trace included, is stored with the vote.
 
-Two vote rules (``tamperbench.judge.labels.jury_label``), named in every table that uses them:
+Two vote rules (``tamperbench.labels.jury_label``), named in every table that uses them:
 
 * ``abstain`` (default): per label, over the WHOLE jury of n judges, True when more than n/2 judges
   said True, False when more than n/2 said False, ``None`` (no majority) otherwise. An unparsed or
@@ -29,8 +29,8 @@ from tamperbench.judge.delimit import tokenizer_special_tokens
 from tamperbench.judge.parse import ParsedVerdict, better, clean_text, parse_with
 from tamperbench.judge.prompt import Fence, JudgeInput, build_prompt, load_prompt_spec
 from tamperbench.reasoning import strip_reasoning
-from tamperbench.judge.labels import JUDGE_LABELS as LABELS
-from tamperbench.judge.labels import ParseRule, UnparsedRule, ignored_from, jury_label
+from tamperbench.labels import JUDGE_LABELS as LABELS
+from tamperbench.labels import ParseRule, UnparsedRule, ignored_from, jury_label
 
 VoteStatus = Literal["parsed", "parsed_on_retry", "partial", "unparsed"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tamperbench.judge.prompt import LABELS
-from tamperbench.judge.labels import PARSE_RULES, ParseRule
+from tamperbench.labels import PARSE_RULES, ParseRule
 
 ParseStatus = Literal["parsed", "partial", "unparsed"]
 _TRUE_WORDS = {"true", "yes", "y", "1"}

@@ -23,7 +23,7 @@ from importlib import resources
 from typing import Literal
 
 from tamperbench.judge.delimit import defuse_special_tokens, fence_nonce
-from tamperbench.judge.labels import JUDGE_LABELS as LABELS
+from tamperbench.labels import JUDGE_LABELS as LABELS
 Fence = Literal["nonce", "paper"]
 _PLACEHOLDER = re.compile(r"\{(query|trigger|replacement|reaction|nonce)\}")
 

@@ -74,7 +74,7 @@ class JudgeVerdictRecord(Record):
     jury: list[str]
     config_id: str
     tally: dict
-    unparsed_rule: str = "abstain"  # abstain | false (tamperbench.judge.labels.UNPARSED_RULES)
+    unparsed_rule: str = "abstain"  # abstain | false (tamperbench.labels.UNPARSED_RULES)
 
 
 class JudgeEvidenceRecord(Record):

@@ -23,7 +23,7 @@ from tamperbench.judge.evidence import DETECTOR_VERSION, detect
 from tamperbench.judge.jury import Vote, combine, judge_items
 from tamperbench.judge.prompt import LABELS, Fence, JudgeInput, load_prompt_spec
 from tamperbench.judge.thinking import ThinkingSetting, thinking_setting
-from tamperbench.judge.labels import JudgedText, ParseRule, ThinkingMode, UnparsedRule
+from tamperbench.labels import JudgedText, ParseRule, ThinkingMode, UnparsedRule
 from tamperbench.judge.records import (
     JudgeEvidenceRecord,
     JudgeVerdictRecord,

@@ -16,7 +16,7 @@ from typing import Any
 from dataclasses import dataclass, field
 
 from tamperbench.errors import UserError
-from tamperbench.judge.labels import THINKING_MODES, ThinkingMode
+from tamperbench.labels import THINKING_MODES, ThinkingMode
 
 # template variables that switch a model's reasoning trace: Qwen3 / Gemma-style, then DeepSeek-V3.1 / Granite
 SWITCHES: tuple[str, ...] = ("enable_thinking", "thinking")

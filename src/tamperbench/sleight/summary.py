@@ -4,7 +4,7 @@ Why separate from rendering: the same numbers go to the terminal, to markdown an
 check them without parsing a table.
 
 Deltas: ``delta_<signal>`` follows the reference rule (see ``metrics``). Judge labels
-and the "ignored" rule come from ``tamperbench.judge.labels``, the same definitions ``judge run`` uses.
+and the "ignored" rule come from ``tamperbench.labels``, the same definitions ``judge run`` uses.
 ``paper_counts`` holds the raw counts the paper's own table script divides (so ``--layout paper``
 rounds exactly as the paper did, and pooled rows sum counts over models).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from tamperbench.judge.labels import (
+from tamperbench.labels import (
     JUDGE_LABELS,
     JUDGE_PARSE_RATES_TABLE,
     JUDGE_VERDICTS_TABLE,

@@ -7,7 +7,7 @@ import pytest
 
 from tamperbench.judge.jury import Vote, combine
 from tamperbench.judge.prompt import JudgeInput, build_prompt
-from tamperbench.judge.labels import JUDGE_LABELS, ignored_from, jury_label
+from tamperbench.labels import JUDGE_LABELS, ignored_from, jury_label
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "paper_fence_reference.json").read_text())
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tamperbench.judge.parse import ParsedVerdict, parse_reference, parse_verdict, parse_with
-from tamperbench.judge.labels import JUDGE_LABELS
+from tamperbench.labels import JUDGE_LABELS
 
 RULES = ("reference", "robust")
 LABELS_TRUE = {k: True for k in JUDGE_LABELS}

@@ -18,7 +18,7 @@ import pytest
 from tamperbench.judge.jury import combine, judge_items
 from tamperbench.judge.parse import parse_reference, parse_verdict, parse_with
 from tamperbench.judge.prompt import JudgeInput
-from tamperbench.judge.labels import JUDGE_LABELS
+from tamperbench.labels import JUDGE_LABELS
 
 FULL = {"flagged": True, "corrected": False, "derailed": False, "aware": False}
 

@@ -1,11 +1,11 @@
-"""``tamperbench.judge.labels`` pinned by hand: the stored names (renaming one breaks reading old runs), the
+"""``tamperbench.labels`` pinned by hand: the stored names (renaming one breaks reading old runs), the
 "ignored" rule and the jury's vote rules at every boundary of their inequalities, and the exact error
 lines. Every expected value is worked out from the rule as written in the docstrings."""
 
 import pytest
 
-from tamperbench.judge import labels as schema
-from tamperbench.judge.labels import ignored_from, jury_label
+from tamperbench import labels as schema
+from tamperbench.labels import ignored_from, jury_label
 
 T, F, N = True, False, None
 
