@@ -149,10 +149,24 @@ def check_capabilities(backend: Any, needs: Sequence[str], who: str) -> None:
             require(backend, by_protocol[name], needed_by=f"suite {who!r}")
 
 
-def record_provenance(store: RunStore, backend: Any) -> str:
-    """Store the backend's provenance (weights, revision, template) once; its id ('' without one)."""
+def record_provenance(store: RunStore, backend: Any, note: Callable[[str], None] | None = None) -> str:
+    """Store the backend's provenance (weights, revision, template) once; its id ('' without one).
+
+    When the store holds the same weights loaded the same way from another folder (another
+    ``$TAMPERBENCH_HOME``, a moved cache), the backend takes that stored record, so the run resumes
+    under the id its stored records carry instead of redoing them under a new one."""
     prov = getattr(backend, "provenance", None)
-    return store.put_provenance(prov) if prov is not None else ""
+    if prov is None:
+        return ""
+    moved = store.provenance_moved(prov)
+    if moved is not None:
+        same = type(prov).model_validate(moved)
+        if same.id != prov.id:
+            backend.provenance = same
+            if note is not None:
+                note(f"same weights (sha256 {prov.sha256[:12]}) as the stored provenance {same.id}, read from "
+                     f"{prov.resolved_path} instead of {same.resolved_path}: resuming under {same.id}")
+    return store.put_provenance(backend.provenance)
 
 
 def execute(store: RunStore, units: Sequence[WorkUnit], worker: tuple[str, str], config: Any, *,
@@ -221,7 +235,12 @@ def run(defn: SuiteDef, spec: Any, out: str | Path, *, new: bool = False, backen
                     defn.on_open(spec, store)
                 for table, shape in defn.tables:
                     store.ensure_table(table, shape)
-            pid = record_provenance(store, loaded)
+            loaded_id = getattr(getattr(loaded, "provenance", None), "id", "")
+            pid = record_provenance(store, loaded, console.print)
+            if pid != loaded_id and executor is not None:  # remote workers load (and key) on their own
+                raise UserError(f"{out}: its records were made from the same weights read from "
+                                f"{loaded.provenance.resolved_path}; run with the TAMPERBENCH_HOME (model cache) "
+                                f"that holds that path, or in-process, so remote workers key trials as stored")
             planned = defn.plan(spec, store, pid, model)
             result.total += planned.total
             result.done += planned.done
