@@ -204,6 +204,18 @@ def run_case(tmp: Path, argv: list, outs: list, **env_extra: str) -> subprocess.
                                        proc.stderr.decode("utf-8", "replace"))
 
 
+def assert_outcome(proc, case: Case) -> None:
+    """The case's exit status, no traceback, and for a refusal (2) exactly one ``error:`` line holding
+    every needle."""
+    assert proc.returncode == case.status, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    if case.status == 2:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+        for needle in case.needles:
+            assert needle in lines[0], lines[0]
+
+
 def assert_allowed(tmp: Path, before: set[Path], outs: list) -> None:
     allowed = [(tmp / "cwd" / o if not Path(o).is_absolute() else Path(o)).relative_to(tmp)
                for o in outs if str(Path(o)).startswith(str(tmp)) or not Path(o).is_absolute()]
@@ -224,14 +236,8 @@ def test_hostile_input(case: Case, tmp_path: Path, tb_inprocess):
         proc = run_case(tmp_path, argv, outs)
     else:
         proc = tb_inprocess(*argv, cwd=tmp_path / "cwd")
-    assert proc.returncode == case.status, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
-    if case.status == 2:
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-        assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-        for needle in case.needles:
-            assert needle in lines[0], lines[0]
-    else:
+    assert_outcome(proc, case)
+    if case.status != 2:
         assert "error:" not in proc.stderr, proc.stderr
     assert_allowed(tmp_path, before, outs)
     assert not list(Path("/sys").glob("tamperbench-*"))
