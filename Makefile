@@ -77,6 +77,7 @@ test-fast: install-test
 #   make results RESULTS=cpu-small    smoke-scale presets, about a quarter of an hour on 2 cores
 #   make results LOGS=DIR             also read process logs named after the run directories (RUN.time or
 #                                     RUN.err from /usr/bin/time -v, RUN.rss, RUN.kills.txt): the scale section
+#                                     (default: runs/results/logs where it exists)
 # Run directories live in runs/results/ (git-ignored) and are resumed; a step whose run is unchanged since it
 # last finished is skipped, so a rerun with the runs present only rebuilds the page.
 RESULTS ?= paper

@@ -275,8 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--page-only", action="store_true", help="rebuild the page from the stored runs; run nothing")
     ap.add_argument("--logs", type=Path, default=None,
                     help="process logs named after the run directories (RUN.time or RUN.err from /usr/bin/time -v, "
-                         "RUN.rss, RUN.kills.txt): wall, CPU, memory and kill/resume evidence on the page")
+                         "RUN.rss, RUN.kills.txt): wall, CPU, memory and kill/resume evidence on the page "
+                         "(default: RUNS/logs where that folder exists)")
     args = ap.parse_args(argv)
+    if args.logs is None and (args.runs / "logs").is_dir():
+        args.logs = args.runs / "logs"
     models, notes = installable_models()
     p = plan(args.size, args.runs, models, notes, _cli_options("owmi", "run"), _cli_options("owmi", "known-positive"))
     if args.logs is not None and not args.logs.is_dir():
