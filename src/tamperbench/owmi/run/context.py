@@ -7,6 +7,17 @@ from typing import Any
 
 
 @dataclass
+class OwmiContext:
+    """What a worker holds: the spec, the loaded model under test, its tier-2 observers and its engine
+    (built by ``validate.context``)."""
+
+    spec: Any  # OwmiSpec
+    backend: Any
+    observers: list[tuple[str, Any]]
+    engine: Any  # engine.base.Engine: batched or reference, picked once from the model
+
+
+@dataclass
 class RunReport:
     written: int = 0
     skipped_units: int = 0
