@@ -30,7 +30,7 @@ class RunReport:
 @dataclass(frozen=True)
 class RunContext:
     """One model's part of a run: the spec, the loaded model and its engine, the store and the keys
-    it holds, and the progress bar. Built once per model by ``runner.run``; every step below it
+    it holds, and the progress bar. Built per work unit by ``execute.work``; every step below it
     reads what it needs from here instead of a list of positional parameters."""
 
     spec: Any  # OwmiSpec

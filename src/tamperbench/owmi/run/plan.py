@@ -168,8 +168,8 @@ def unit_row_tokens(spec, pending: list[dict]) -> int:
     """Upper bound on the decoder's row-tokens for one (model, cell, item, seed) unit's pending
     records (their design fields, as ``planned_keys`` gives them): each record's probe
     answer to its budget (Track C's reflection budget), plus the task answer under every model
-    condition once per context frame those records run in (the runner prepares a unit once per
-    frame, ``OwmiSpec.frames``). ``run_plan`` and the runner's progress bar count with this one
+    condition once per context frame those records run in (``execute.work`` prepares a unit once per
+    frame, ``OwmiSpec.frames``). ``run_plan`` and the run's progress bar count with this one
     function, so the bar counts down from the dry run's number."""
     from tamperbench.owmi.engine.unit import MODEL_CONDITIONS
 
@@ -184,8 +184,8 @@ def unit_row_tokens(spec, pending: list[dict]) -> int:
 
 
 def pending_units(spec, items: dict, have: set, models: list[str] | None = None):
-    """(item, pending design fields, stored record count) of every unit, in the runner's plan order
-    (owmi/run/runner.py), keyed with the runner's own ``planned_keys``: "stored" is what a resume skips."""
+    """(item, pending design fields, stored record count) of every (model, cell, item, seed) unit, in
+    spec order, keyed with :func:`planned_keys` as the run keys them: "stored" is what a resume skips."""
     units = [(model, b, obj, op, it, seed) for model in (spec.models if models is None else models)
              for b in spec.benchmarks for obj in spec.objects for op in spec.operators for it in items[b]
              for seed in spec.seeds]
@@ -199,7 +199,7 @@ def run_plan(spec, out, backend) -> Plan:
     """Pending OWMI records of ``spec`` against run directory ``out`` (nothing written).
 
     A unit is one record (the store's key: model, cell, item, seed, track, probe family, scope,
-    condition, observer tier), counted with the runner's own ``planned_keys``, so "already stored"
+    condition, observer tier), counted with :func:`planned_keys` as the run keys them, so "already stored"
     is exactly what a resume skips. Row-tokens, an upper bound (``unit_row_tokens``): each
     pending record's probe answer to its budget, plus each pending unit's task answer under every
     model condition, per context frame. Prefill, without the runner's prefix sharing (an upper
