@@ -30,7 +30,7 @@ TOY = textwrap.dedent('''
     import typer
     from pydantic import Field
 
-    from tamperbench.specs import FrozenSpec
+    from tamperbench.spec_base import FrozenSpec
     from tamperbench.store import Record, RunStore
     from tamperbench.suites import Suite
 

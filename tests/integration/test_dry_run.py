@@ -114,7 +114,7 @@ def test_owmi_quick_dry_run_counts_records_tokens_and_what_is_stored(tmp_path):
     38,976. Then one unit stored: the plan says 50 stored, 550 to run, and the decode bound drops by
     that unit's 50 x 64 + 4 x 12."""
     from tamperbench.owmi.cli import app as owmi_app
-    from tamperbench.owmi.run.keys import load_items, planned_keys, unit_coords
+    from tamperbench.owmi.run.plan import load_items, planned_keys, unit_coords
     from tamperbench.owmi.run.spec import quick_spec
 
     run_dir = tmp_path / "o"

@@ -39,7 +39,7 @@ def test_quote_standard_row_tokens_by_hand():
 
 
 def _owmi(**over):
-    from tamperbench.owmi.run.keys import load_items
+    from tamperbench.owmi.run.items import load_items
     from tamperbench.owmi.run.spec import quick_spec
 
     spec = quick_spec(**over)
@@ -47,7 +47,7 @@ def _owmi(**over):
 
 
 def test_owmi_quick_row_tokens_by_hand_fresh_and_with_one_unit_stored():
-    from tamperbench.owmi.run.keys import planned_keys, unit_coords
+    from tamperbench.owmi.run.plan import planned_keys, unit_coords
 
     spec, items = _owmi()
     # the quick preset: 2 items x 2 seeds x 3 (operator, dose) = 12 units, each Track A x 5 probe

@@ -21,7 +21,7 @@ from tamperbench.errors import UserError
 from tamperbench.export.tables import export_run
 from tamperbench.quote.items import items_by_id
 from tamperbench.quote.score_file import read_lines, score_lines
-from tamperbench.specs import load_spec_file, read_spec_json
+from tamperbench.spec_base import load_spec_file, read_spec_json
 from tamperbench.store import Record, RunStore, trial_key
 from tamperbench.suites import registered, runnable_suite
 

@@ -129,7 +129,7 @@ def run_spec(
     """Run (or resume) a suite from a spec file; its "suite" field says which."""
     from tamperbench.runs.driver import dry_run_registered, run_registered
     from tamperbench.runs.ray_executor import executor_from_options
-    from tamperbench.specs import load_spec_file, read_spec_json
+    from tamperbench.spec_base import load_spec_file, read_spec_json
     from tamperbench.suites import runnable_suite
 
     ex = executor_from_options(executor, address, workers)

@@ -17,7 +17,7 @@ from typing import Any
 from tamperbench.errors import UserError
 from tamperbench.judge.runner import JudgeConfig
 from tamperbench.judge.thinking import parse_thinking
-from tamperbench.specs import build_spec
+from tamperbench.spec_base import build_spec
 
 PRESETS: dict[str, dict[str, object]] = {
     "default": {"fence": "nonce", "unparsed": "abstain", "parse": "robust", "judged_text": "safe", "max_new_tokens": 160},

@@ -36,7 +36,7 @@ from tamperbench.judge.records import (
 from tamperbench.progress import progress_bar
 from tamperbench.runs.driver import Executor, execute, record_provenance
 from tamperbench.runs.units import Finished, WorkUnit
-from tamperbench.specs import MAX_NEW_TOKENS, FrozenSpec, Seed, Temperature
+from tamperbench.spec_base import MAX_NEW_TOKENS, FrozenSpec, Seed, Temperature
 from tamperbench.store import RunStore, trial_key
 
 Loader = Callable[[str], object]

@@ -5,7 +5,8 @@ Layers, top to bottom (import-linter contract ``owmi-layers`` in pyproject.toml)
 * ``cli``: the ``owmi`` commands (run, summary, score, probe, known-positive, train-sae);
 * ``controls``: the sensitivity anchors and positive controls (known positive, linear probe anchor,
   SAE training), which train or run models of their own;
-* ``run``: a spec's life: spec and presets, items, record keys and plan, validation, the runner;
+* ``run``: a spec's life, read top-down: spec and presets, the runner, validation, the plan (record keys
+  included), the work per unit and its records;
 * ``engine`` | ``score``: a unit's forwards under hooks and read-outs (engine); the offline
   statistics, claims, tables and report section over stored records (score). Neither imports the other;
 * ``protocol``: what both read: the stored record's shape and the probe battery.
@@ -28,7 +29,7 @@ MOVED = {
     "forward": "engine.forward", "ragged": "engine.ragged", "objects": "engine.objects",
     "operators": "engine.operators", "conditions": "engine.conditions", "contexts": "engine.contexts",
     "choice": "engine.choice", "readout": "engine.readout", "batched": "engine.batched",
-    "spec": "run.spec", "keys": "run.keys", "plan": "run.plan", "items": "run.items",
+    "spec": "run.spec", "keys": "run.plan", "run.keys": "run.plan", "plan": "run.plan", "items": "run.items",
     "anchor_items": "run.anchor_items", "runner": "run.runner", "validate": "run.validate",
     "site": "score.site", "site_forest": "score.site_forest", "summary": "score.tables",
     "observer_classifier": "score.observer_classifier", "sae_train": "controls.sae_train", "sae_cli": "cli.sae",

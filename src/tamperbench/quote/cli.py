@@ -50,7 +50,7 @@ def run(
 ) -> None:
     """Ask the model every item of a preset under one or both arms; score and store each response."""
     from tamperbench.quote.runner import QuoteRunSpec, run_quote
-    from tamperbench.specs import build_spec
+    from tamperbench.spec_base import build_spec
 
     if arm not in ("plain", "strict", "both"):
         raise UserError(f"--arm must be plain, strict or both; got {arm!r}")

@@ -11,7 +11,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from tamperbench.quote import sampling as sampling_rule
 from tamperbench.quote.items import DATA_DIR, load_items
-from tamperbench.specs import BatchSize, FrozenSpec, NewTokens, Repeats, Seed, Temperature
+from tamperbench.spec_base import BatchSize, FrozenSpec, NewTokens, Repeats, Seed, Temperature
 
 __all__ = ["QuoteRunSpec", "data_sha256", "with_data_hash"]
 

@@ -40,7 +40,7 @@ def run_dir_name(model: str) -> str:
 
 def load_sweep(path: Path) -> SweepSpec:
     from tamperbench.safeio.files import read_capped
-    from tamperbench.specs import SPEC_FILE_MAX_BYTES
+    from tamperbench.spec_base import SPEC_FILE_MAX_BYTES
 
     try:
         data = json.loads(read_capped(Path(path), SPEC_FILE_MAX_BYTES, "sweep file").decode("utf-8"))

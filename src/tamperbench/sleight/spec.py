@@ -11,10 +11,10 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field
 
-from tamperbench import specs
+from tamperbench import spec_base as specs
 from tamperbench.errors import UserError
 from tamperbench.sleight.protocol import TOPK, WINDOW, entity_phrase, get_preset, protocol_questions, protocol_words
-from tamperbench.specs import BatchSize, FrozenSpec, NewTokens, Seed
+from tamperbench.spec_base import BatchSize, FrozenSpec, NewTokens, Seed
 
 __all__ = ["SleightSpec", "build_spec"]
 

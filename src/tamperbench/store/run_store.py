@@ -91,7 +91,7 @@ def _columns(model: type[BaseModel]) -> dict[str, str]:
 
 def read_spec(spec_path: Path, hint: str = "") -> dict:
     """The stored spec.json as a dict; a garbage (or oversized) file is one line naming it, never a traceback."""
-    from tamperbench.specs import SPEC_FILE_MAX_BYTES
+    from tamperbench.spec_base import SPEC_FILE_MAX_BYTES
 
     try:
         from tamperbench.safeio.files import read_capped

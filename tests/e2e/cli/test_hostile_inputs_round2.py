@@ -300,7 +300,7 @@ def test_unbounded_numbers_refused(case: Case, tmp_path: Path, tb_inprocess):
 def test_spec_models_bound_every_number(tmp_path, name, text, field):
     """The same spec files at the model level (what made the CLI cases red: these validated before)."""
     from tamperbench.errors import UserError
-    from tamperbench.specs import load_spec_file
+    from tamperbench.spec_base import load_spec_file
 
     with pytest.raises(UserError, match=field):
         load_spec_file(_spec(tmp_path, text), QuoteRunSpec)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from tamperbench.estimate import Plan, open_read_only
 from tamperbench.runs.driver import Planned, RunContext, SuiteDef
 from tamperbench.runs.units import Finished, WorkUnit
-from tamperbench.specs import FrozenSpec
+from tamperbench.spec_base import FrozenSpec
 from tamperbench.store import Record, trial_key
 from tamperbench.suites import Suite
 

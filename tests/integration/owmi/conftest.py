@@ -14,7 +14,7 @@ def _run_one_unit(backend, spec, engine=None):
     from tamperbench.owmi.engine.unit import Cell
     from tamperbench.owmi.run.execute import unit_records
     from tamperbench.owmi.run.items import quick_items
-    from tamperbench.owmi.run.keys import planned_keys, unit_coords
+    from tamperbench.owmi.run.plan import planned_keys, unit_coords
 
     eng = engine_for(backend, spec, []) if engine is None else engine(backend, spec, [])
     cell = Cell("embedded", "builtin", spec.objects[0], spec.operators[0])

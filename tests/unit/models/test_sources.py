@@ -91,7 +91,7 @@ def test_negative_batch_size_is_refused_before_loading():
 
 
 def test_spec_file_errors_name_file_and_field(tmp_path):
-    from tamperbench.specs import FrozenSpec, load_spec_file
+    from tamperbench.spec_base import FrozenSpec, load_spec_file
 
     class Spec(FrozenSpec):
         max_new_tokens: int = 8

@@ -23,7 +23,7 @@ from tamperbench.quote.runner import QuoteRunSpec, build_trials
 from tamperbench.quote.scorer import score_response
 from tamperbench.quote.tables import summarise
 from tamperbench.quote.taxonomy import paper_class
-from tamperbench.specs import build_spec
+from tamperbench.spec_base import build_spec
 
 ITEMS = items_by_id()
 

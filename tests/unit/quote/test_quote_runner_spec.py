@@ -5,7 +5,7 @@ import pytest
 from tamperbench.errors import UserError
 from tamperbench.quote.runner import QuoteRunSpec, build_trials, data_sha256
 from tamperbench.quote.tables import summarise, wilson
-from tamperbench.specs import build_spec
+from tamperbench.spec_base import build_spec
 
 
 @pytest.mark.parametrize("kwargs, match", [

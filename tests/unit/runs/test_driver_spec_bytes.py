@@ -17,7 +17,7 @@ import pytest
 from tamperbench.quote.runner import SUITE as QUOTE
 from tamperbench.quote.spec import QuoteRunSpec
 from tamperbench.sleight.spec import build_spec
-from tamperbench.specs import build_spec as build_flags
+from tamperbench.spec_base import build_spec as build_flags
 from tamperbench.store import RunStore
 
 DATA = Path(__file__).with_name("data")

@@ -15,7 +15,7 @@ import pytest
 from tamperbench.runs import Finished, InProcessExecutor, Worker, WorkUnit, commit
 from tamperbench.sleight.runner import WORKER as SLEIGHT_WORKER
 from tamperbench.sleight.runner import QuestionWork
-from tamperbench.specs import FrozenSpec
+from tamperbench.spec_base import FrozenSpec
 from tamperbench.store import Record, RunStore
 from tamperbench.registry import load_object
 

@@ -44,7 +44,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tamperbench.errors import UserError
-from tamperbench.specs import Seed
+from tamperbench.spec_base import Seed
 
 PREFIX = '{"changed": "'
 ANSWERS = {"intervention": ("yes", '", "score": 100}'), "sham": ("no", '", "score": 0}')}

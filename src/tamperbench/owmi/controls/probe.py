@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tamperbench.errors import UserError
-from tamperbench.specs import Seed
+from tamperbench.spec_base import Seed
 # the statistics live apart (one job each; `make mutate` lists only the number-producing module)
 from tamperbench.owmi.controls.probe_fit import split_items, describe_layer, fit_layer  # noqa: F401
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from tamperbench.errors import UserError
-from tamperbench.specs import Seed
+from tamperbench.spec_base import Seed
 
 SAE_LENS_FORMAT = "6.54.12"  # the sae-lens release whose save_model output this matches (checked in a test)
 HOOK_NAMES = {"resid_post": "blocks.{layer}.hook_resid_post", "resid_pre": "blocks.{layer}.hook_resid_pre"}

@@ -7,6 +7,17 @@ from typing import Any
 
 
 @dataclass
+class OwmiContext:
+    """What a worker holds: the spec, the loaded model under test, its tier-2 observers and its engine
+    (built by ``validate.context``)."""
+
+    spec: Any  # OwmiSpec
+    backend: Any
+    observers: list[tuple[str, Any]]
+    engine: Any  # engine.base.Engine: batched or reference, picked once from the model
+
+
+@dataclass
 class RunReport:
     written: int = 0
     skipped_units: int = 0
@@ -19,7 +30,7 @@ class RunReport:
 @dataclass(frozen=True)
 class RunContext:
     """One model's part of a run: the spec, the loaded model and its engine, the store and the keys
-    it holds, and the progress bar. Built once per model by ``runner.run``; every step below it
+    it holds, and the progress bar. Built per work unit by ``execute.work``; every step below it
     reads what it needs from here instead of a list of positional parameters."""
 
     spec: Any  # OwmiSpec

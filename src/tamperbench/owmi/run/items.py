@@ -1,4 +1,5 @@
-"""A built-in item set that needs no files (the quick preset), in the canonical bench schema.
+"""The items a spec runs (:func:`spec_items`, loaded once per spec), and the built-in item set that
+needs no files (the quick preset), in the canonical bench schema.
 
 Why built in: the quick preset must run on a fresh clone with no dataset downloads. The items
 are written for this project (not copied from any benchmark), in the same shapes the adapters
@@ -8,6 +9,9 @@ the twelve benchmark adapters' items (``tamperbench.tasks``) through one schema:
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from tamperbench.errors import UserError
 from tamperbench.tasks.schema import BenchItem, Domain, Provenance, ScoringRule
 
 _PROV = dict(dataset="tamperbench/owmi-builtin", split="builtin", source="tamperbench.owmi.items",
@@ -60,3 +64,26 @@ def score_task(item: BenchItem, response: str) -> float | None:
     from tamperbench.tasks.scoring.score import score
 
     return score(item, response).score
+
+
+def load_items(benchmark: str, n: int) -> list[BenchItem]:
+    """The first ``n`` items of ``benchmark``: the built-in set, the probe anchor's, or a task adapter's."""
+    if benchmark == "builtin":
+        return quick_items(-(-n // 3))[:n]
+    from tamperbench.owmi.run.anchor_items import ANCHOR_BENCHMARK, anchor_items
+
+    if benchmark == ANCHOR_BENCHMARK:
+        return anchor_items(n)
+    from tamperbench.tasks.load import load
+
+    items = load(benchmark, hub=False).items
+    if not items:
+        raise UserError(f"benchmarks: {benchmark!r} has no items")
+    return items[:n]
+
+
+@lru_cache(maxsize=8)
+def spec_items(spec) -> dict[str, list[BenchItem]]:
+    """benchmark -> the items ``spec`` runs, loaded once per spec (validation, the plan and the counts
+    of stored units read the same lists; callers do not change them)."""
+    return {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}

@@ -1,20 +1,92 @@
-"""OWMI's plan and row-token model: the run driver's work units (:func:`plan_frames`, one per cell
-and context frame), what ``--dry-run`` prints (:func:`run_plan`) and what the progress bar counts
-down from (:func:`frame_row_tokens`).
+"""OWMI's plan, in one module: which records a spec writes, keyed before any compute
+(:func:`unit_coords`, :func:`planned_keys`), what the store already holds (:func:`open_store`: an
+older table refused, the stored units counted), the run driver's work units (:func:`plan_frames`, one
+per cell and context frame), what the progress bar counts down from (:func:`frame_row_tokens`) and
+what ``--dry-run`` prints (:func:`run_plan`).
 
-Records are keyed with the runner's own ``planned_keys`` (owmi/run/keys.py) before any compute, so
-"stored" is exactly what a resume skips."""
+Why keys before any compute: every record's key is the hash of its design coordinates (cell, item,
+seed, track, probe, scope, condition, observer), known from the spec alone, so "stored" is exactly
+what a resume skips, and a resumed run skips a unit whose records are all stored without loading
+anything for it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tamperbench.errors import UserError
 from tamperbench.estimate import Plan, open_read_only
+from tamperbench.owmi.protocol.records import CALIBRATION_TABLE, RUNS_TABLE, OwmiCalibration, OwmiRun
+from tamperbench.owmi.run.items import load_items, spec_items
 from tamperbench.runs.driver import Planned
 from tamperbench.runs.units import WorkUnit
+from tamperbench.store import RunStore, trial_key
 
-__all__ = ["FrameWork", "frame_row_tokens", "pending_units", "plan_frames", "run_plan", "unit_row_tokens"]
+__all__ = ["TABLES", "FrameWork", "frame_row_tokens", "load_items", "open_store", "pending_units", "plan_frames",
+           "planned_keys", "refuse_older_table", "run_plan", "stored_units", "unit_coords", "unit_row_tokens"]
+
+TABLES = ((RUNS_TABLE, OwmiRun), (CALIBRATION_TABLE, OwmiCalibration))  # what a run writes
+
+
+def unit_coords(spec, model: str, bench: str, obj, op, item, seed: int) -> dict:
+    """The design coordinates of one (model, cell, item, seed) unit, as every key of its records holds them."""
+    return dict(model=model, benchmark=bench, object=obj.model_dump(mode="json"), operator=op.name, dose=op.dose,
+                item=item.id, seed=seed, positions=spec.positions, when=spec.when, readout=spec.readout)
+
+
+def planned_keys(spec, coords: dict, observers: Sequence[str]) -> list[tuple[str, str, dict]]:
+    """(key, pair_id, design fields) of every record a unit writes."""
+    out = []
+    for track in spec.tracks:
+        fams = ("spontaneous",) if track == "C" else spec.probes
+        for fam in fams:
+            for scope in spec.scopes:
+                pair = dict(coords, track=track, probe=fam, scope=scope)
+                pair_id = trial_key(pair)[:24]
+                for cond in spec.conditions:
+                    d: dict[str, Any]
+                    if cond != "observer":
+                        d = dict(condition=cond, observer_tier=None, observer_model=None)
+                        out.append((trial_key({**pair, **d}), pair_id, {**d, "track": track, "probe": fam, "scope": scope}))
+                        continue
+                    for tier, name in [(1, coords["model"]), *[(2, o) for o in observers]]:
+                        d = dict(condition=cond, observer_tier=tier, observer_model=name)
+                        out.append((trial_key({**pair, **d}), pair_id, {**d, "track": track, "probe": fam, "scope": scope}))
+    return out
+
+
+def refuse_older_table(spec, store: RunStore) -> None:
+    """A run whose table predates a column of its shape was written by an older tamperbench; its
+    records may differ from what this one writes for the same keys (Track C's context lost the
+    introspection system prompt when ``system_prompt`` was added), so resuming it would mix the two
+    in one table. One line, before any table is created or record computed."""
+    for table, shape in TABLES:
+        if not store.has_table(table):
+            continue
+        have = {c for (c,) in store.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()}
+        lacking = sorted(set(shape.model_fields) - have)
+        if lacking:
+            raise UserError(f"{store.run_dir}: table {table} was written by an older tamperbench (no column "
+                            f"{', '.join(lacking)}); its records are not comparable with this version's: use "
+                            "another --out or pass --new to replace it")
+
+
+def stored_units(spec, store: RunStore) -> tuple[int, int]:
+    """(units, units whose records are all stored) of every model: the (model, cell, item, seed)
+    counts ``owmi run`` prints, read when the store opens, before anything is written."""
+    have = store.keys(RUNS_TABLE)
+    units = [not pending for _, pending, _ in pending_units(spec, spec_items(spec), have)]
+    return len(units), sum(units)
+
+
+def open_store(spec, store: RunStore, tally: dict | None = None) -> None:
+    """The driver's ``on_open``: an older table is refused; ``tally`` (when given) gets the stored
+    unit counts (``units``, ``skipped``) ``owmi run`` prints."""
+    refuse_older_table(spec, store)
+    if tally is not None:
+        tally["units"], tally["skipped"] = stored_units(spec, store)
 
 
 @dataclass(frozen=True)
@@ -23,7 +95,8 @@ class FrameWork:
     (``OwmiSpec.frames``), all picklable. ``todo``: ``(Cell, item, item index, seed, unstored keys)``
     of the frame's units with a record to write; ``everyone``: ``(Cell, item, item index, seed)`` of
     every unit of the cell (impact matching runs over all of them); ``calibration``: the cell's
-    stored impact-matching row in this frame (``eta``, ``target_js``, ``achieved_js``), or None."""
+    stored impact-matching row in this frame (``eta``, ``target_js``, ``achieved_js``), or None;
+    ``calibration_key``: that row's key (:func:`calibration_key`; empty without ``random_matched``)."""
 
     model: str
     provenance_id: str
@@ -32,13 +105,12 @@ class FrameWork:
     todo: list
     everyone: list
     calibration: dict | None = None
+    calibration_key: str = ""
 
 
 def calibration_key(spec, model: str, cell: tuple, everyone: list, frame: str) -> str:
     """One eta per cell and frame, over every (item, seed) of the cell; the shared frame's key is the
     one runs have always used, the neutral frame's (Track C) adds the frame."""
-    from tamperbench.store import trial_key
-
     coords = dict(model=model, cell=list(cell), items=sorted({it.id for _, it, _, _ in everyone}),
                   seeds=list(spec.seeds))
     return trial_key(coords if frame == "shared" else {**coords, "frame": frame})
@@ -49,10 +121,8 @@ def plan_frames(spec, store, provenance_id: str, model: str) -> Planned:
     with a record to write, in the order the records have always been written (cells in spec order,
     frames in track order). The bar counts (item, seed) units per frame."""
     from tamperbench.owmi.engine.unit import Cell
-    from tamperbench.owmi.protocol.records import CALIBRATION_TABLE, RUNS_TABLE
-    from tamperbench.owmi.run.keys import load_items, planned_keys, unit_coords
 
-    items = {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
+    items = spec_items(spec)
     have = store.keys(RUNS_TABLE)
     frames = spec.frames()
     cells: dict[tuple, list] = {}
@@ -77,13 +147,13 @@ def plan_frames(spec, store, provenance_id: str, model: str) -> Planned:
             done += len(members) - len(todo)
             if not todo:
                 continue
-            stored = None
+            stored, cal_key = None, ""
             if "random_matched" in spec.conditions:
-                rows = store.rows(CALIBRATION_TABLE, "WHERE key = ?",
-                                  [calibration_key(spec, model, cell, everyone, frame)])
+                cal_key = calibration_key(spec, model, cell, everyone, frame)
+                rows = store.rows(CALIBRATION_TABLE, "WHERE key = ?", [cal_key])
                 stored = {k: rows[0][k] for k in ("eta", "target_js", "achieved_js")} if rows else None
             units.append(WorkUnit("|".join(map(str, (model, *cell, frame))),
-                                  FrameWork(model, provenance_id, cell, frame, todo, everyone, stored)))
+                                  FrameWork(model, provenance_id, cell, frame, todo, everyone, stored, cal_key)))
     return Planned(units, total, done, label=model)
 
 
@@ -96,10 +166,10 @@ def frame_row_tokens(spec, unit: WorkUnit) -> int:
 
 def unit_row_tokens(spec, pending: list[dict]) -> int:
     """Upper bound on the decoder's row-tokens for one (model, cell, item, seed) unit's pending
-    records (their design fields, as ``owmi.runner.planned_keys`` gives them): each record's probe
+    records (their design fields, as ``planned_keys`` gives them): each record's probe
     answer to its budget (Track C's reflection budget), plus the task answer under every model
-    condition once per context frame those records run in (the runner prepares a unit once per
-    frame, ``OwmiSpec.frames``). ``run_plan`` and the runner's progress bar count with this one
+    condition once per context frame those records run in (``execute.work`` prepares a unit once per
+    frame, ``OwmiSpec.frames``). ``run_plan`` and the run's progress bar count with this one
     function, so the bar counts down from the dry run's number."""
     from tamperbench.owmi.engine.unit import MODEL_CONDITIONS
 
@@ -114,10 +184,8 @@ def unit_row_tokens(spec, pending: list[dict]) -> int:
 
 
 def pending_units(spec, items: dict, have: set, models: list[str] | None = None):
-    """(item, pending design fields, stored record count) of every unit, in the runner's plan order
-    (owmi/run/runner.py), keyed with the runner's own ``planned_keys``: "stored" is what a resume skips."""
-    from tamperbench.owmi.run.keys import planned_keys, unit_coords
-
+    """(item, pending design fields, stored record count) of every (model, cell, item, seed) unit, in
+    spec order, keyed with :func:`planned_keys` as the run keys them: "stored" is what a resume skips."""
     units = [(model, b, obj, op, it, seed) for model in (spec.models if models is None else models)
              for b in spec.benchmarks for obj in spec.objects for op in spec.operators for it in items[b]
              for seed in spec.seeds]
@@ -131,7 +199,7 @@ def run_plan(spec, out, backend) -> Plan:
     """Pending OWMI records of ``spec`` against run directory ``out`` (nothing written).
 
     A unit is one record (the store's key: model, cell, item, seed, track, probe family, scope,
-    condition, observer tier), counted with the runner's own ``planned_keys``, so "already stored"
+    condition, observer tier), counted with :func:`planned_keys` as the run keys them, so "already stored"
     is exactly what a resume skips. Row-tokens, an upper bound (``unit_row_tokens``): each
     pending record's probe answer to its budget, plus each pending unit's task answer under every
     model condition, per context frame. Prefill, without the runner's prefix sharing (an upper
@@ -139,10 +207,8 @@ def run_plan(spec, out, backend) -> Plan:
     the teacher-forced effects are not counted (see the notes); the ETA is calibrated on the first
     model of the spec."""
     from tamperbench.owmi.protocol.probes import probe_text
-    from tamperbench.owmi.protocol.records import RUNS_TABLE
-    from tamperbench.owmi.run.keys import load_items
 
-    items = {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks}
+    items = spec_items(spec)
     store = open_read_only(out)
     try:
         have = store.keys(RUNS_TABLE) if store.has_table(RUNS_TABLE) else set()

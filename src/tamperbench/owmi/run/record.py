@@ -15,7 +15,8 @@ def result_of(res: dict, d: dict) -> tuple:
 
 
 def build(ctx, unit, k, res: dict) -> OwmiRun:
-    """The record of planned key ``k`` (key, pair id, design coordinates) of ``unit``."""
+    """The record of planned key ``k`` (key, pair id, design coordinates) of ``unit``. What this module
+    computes comes first; then what the read-out, the probe battery and the task's scorer say."""
     eng, spec = ctx.engine, ctx.spec
     key, pair_id, d = k
     item, cell, op = unit.item, unit.cell, unit.cell.op
@@ -23,21 +24,30 @@ def build(ctx, unit, k, res: dict) -> OwmiRun:
     text, ids, declared, answer, dt = got[:5]
     toks, reply, fin = answer[:3]
     cond = d["condition"]
-    probe = got[5] if cond == "observer" else probe_text(d["probe"], person="first", n_layers=eng.n_layers)
+    model_revision = _revision(eng.b)  # the subject's: every observer tier of a cell meets in that cell (Eq. 8)
+    observer_revision = _revision(dict(ctx.observers)[d["observer_model"]]) if d["observer_tier"] == 2 else None
     eff = unit.effects.get(cond, {}) if cond != "observer" else {}
     gen = unit.gens.get(cond) if cond != "observer" else None
     task_out = "" if d["track"] in ("A", "B_masked") else (gen[2] if gen else None)
+    task_correct = _task_score(item, task_out)
     cell_id = trial_key(dict(model=cell.model, benchmark=cell.benchmark, object=cell.obj.label, operator=op.name,
                              dose=op.dose, probe=d["probe"], track=d["track"], readout=spec.readout))[:24]
+    detail = readout_detail(eng, spec, d["probe"], d["scope"] if cond != "observer" else None)
+    if len(answer) > 3:  # a token-level read-out: the closed option set's scores
+        from tamperbench.owmi.engine.choice import closed_set, fields
+
+        answer_fields = fields(closed_set(d["probe"], eng.n_layers), answer[3])
+    else:
+        answer_fields = parsed_fields(d["probe"], reply, eng.n_layers)
+    probe = got[5] if cond == "observer" else probe_text(d["probe"], person="first", n_layers=eng.n_layers)
     return OwmiRun(
         key=key, provenance_id=ctx.provenance_id, pair_id=pair_id, cell_id=cell_id, model=cell.model,
-        model_revision=_revision(eng.b),  # the subject's: every observer tier of a cell meets in that cell (Eq. 8)
-        observer_revision=_revision(dict(ctx.observers)[d["observer_model"]]) if d["observer_tier"] == 2 else None,
+        model_revision=model_revision, observer_revision=observer_revision,
         dtype=str(eng.b.provenance.dtype), quantized=bool(eng.b.provenance.quantization),
         temperature=spec.temperature, top_p=spec.top_p,
         max_new_tokens=(0 if spec.readout == "choice" else spec.reflection_max_new_tokens if d["track"] == "C"
                         else spec.probe_max_new_tokens),
-        readout=spec.readout, readout_detail=readout_detail(eng, spec, d["probe"], d["scope"] if cond != "observer" else None),
+        readout=spec.readout, readout_detail=detail,
         benchmark=cell.benchmark, domain=item.domain, item_id=item.id,
         item_provenance=json.dumps(item.provenance.model_dump(mode="json"), sort_keys=True), gold_answer=item.answer,
         object_kind=cell.obj.kind, site=cell.obj.label, layer=cell.obj.layer, head=cell.obj.head,
@@ -47,14 +57,12 @@ def build(ctx, unit, k, res: dict) -> OwmiRun:
         observer_tier=d["observer_tier"], observer_model=d["observer_model"], prompt_text=text, prompt_ids=ids,
         system_prompt=unit.system,
         intervened_positions=[] if cond in ("sham", "observer") else list(declared),
-        task_output=task_out, task_correct=_task_score(item, task_out), response=reply, finish_reason=fin,
+        task_output=task_out, task_correct=task_correct, response=reply, finish_reason=fin,
         true_category=item.domain, seconds=dt,
         random_norm=(unit.norm_unit if cond == "random_unit" else unit.eta if cond == "random_matched" else None),
         match_target_js=unit.match[0] if cond == "random_matched" and unit.match else None,
         match_achieved_js=unit.match[1] if cond == "random_matched" and unit.match else None,
-        **{k: v for k, v in eff.items()},
-        **(_choice_fields(eng, d["probe"], answer[3]) if len(answer) > 3 else parsed_fields(d["probe"], reply,
-                                                                                             eng.n_layers)))
+        **{k: v for k, v in eff.items()}, **answer_fields)
 
 
 def readout_detail(eng, spec, family: str, scope: str | None = None) -> str | None:
@@ -79,19 +87,14 @@ def parsed_fields(family: str, response: str, n_layers: int) -> dict:
     return got
 
 
-def _choice_fields(eng, family: str, scores) -> dict:
-    from tamperbench.owmi.engine.choice import closed_set, fields
-
-    return fields(closed_set(family, eng.n_layers), scores)
-
-
 def _revision(backend) -> str:
     return backend.provenance.weights_revision
 
 
 def _task_score(item, out: str | None) -> float | None:
+    """The item's own scoring rule (the task adapters' scorer, as ``items.score_task``)."""
     if not out:
         return None
-    from tamperbench.owmi.run.items import score_task
+    from tamperbench.tasks.scoring.score import score
 
-    return score_task(item, out)
+    return score(item, out).score

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tamperbench.errors import UserError
 from tamperbench.safeio.files import read_capped
-from tamperbench.specs import MAX_BATCH, SPEC_FILE_MAX_BYTES, NewTokens, Seed, Temperature
+from tamperbench.spec_base import MAX_BATCH, SPEC_FILE_MAX_BYTES, NewTokens, Seed, Temperature
 from tamperbench.owmi.engine.objects import ObjectSpec
 from tamperbench.owmi.engine.operators import OperatorSpec, check_dose
 from tamperbench.owmi.protocol.records import CONDITIONS, TRACKS, Condition, Readout, Scope, Track

@@ -1,4 +1,7 @@
-"""Every check of an OWMI spec, in one place, before any compute (:func:`validate`).
+"""Every check of an OWMI spec, in one place, before any compute, in the run driver's order:
+:func:`validate` (configs, no model loaded) -> :func:`check_loaded` (each model once loaded) ->
+:func:`context` (its observers loaded and checked, its engine picked); :func:`setup_worker` does the
+last two in another process.
 
 The one-line errors themselves are raised where the knowledge lives (``objects.resolve`` for an
 object, ``choice.tokenize`` for an option set, the suite's capability check for hooks); this module
@@ -22,11 +25,11 @@ Remote schemes stay welcome in ``observer_models``: the observer reads text only
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
 
 from tamperbench.errors import UserError
+from tamperbench.owmi.run.context import OwmiContext
+from tamperbench.owmi.run.items import spec_items
 
 LOCAL_SCHEMES = ("embedded", "dir", "gguf", "hub")
 NO_HOOK_SCHEMES = ("openai", "vllm")  # the built-in backends that cannot hook (a plugin scheme may)
@@ -162,40 +165,48 @@ def observer_available(name: str, field: str) -> None:
         raise UserError(f"{field} ({name}): path does not exist")
 
 
-@dataclass(frozen=True)
-class ValidatedRun:
-    """A spec that passed every check that reads configs, the items it runs, and the one check
-    left for each model once its tokenizer is loaded (:meth:`check_loaded`)."""
-
-    spec: Any
-    items: dict[str, list]
-
-    def check_loaded(self, model: str, backend) -> None:
-        """The checks that need ``model``'s loaded tokenizer or weights, before any forward (and before
-        its observers load): hooks and whole distributions, the read-out's options or grammars, every
-        object against the loaded model, every declared position inside every item's prompt."""
-        from tamperbench.owmi.engine.objects import resolve
-        from tamperbench.suites import get_suite
-
-        spec = self.spec
-        get_suite("owmi").check_backend(backend)  # hooks and whole distributions, or one line now
-        check_choice_options(spec, backend, f"models ({model})")
-        for i, obj in enumerate(spec.objects):
-            resolve(backend.model, obj, field=f"objects[{i}]")
-        check_positions(spec, backend, self.items, f"models ({model})")  # by tokenizing: before any forward
-
-    def check_observers(self, backend, observers: list[tuple[str, Any]]) -> None:
-        """The loaded observers' read-out options (asked about ``backend``'s layers), before any forward."""
-        for o, ob in observers:
-            check_choice_options(self.spec, ob, f"observer_models ({o})", int(backend.model.config.num_hidden_layers))
-
-
-def validate(spec) -> ValidatedRun:
-    """Every check of ``spec`` that needs no loaded model, in one place, before any compute: the
-    read-out's library, every (model, object) from the model's config, positions against each
-    model's context, observers' weights present, and the items loaded. Each model's loaded checks
-    follow in :meth:`ValidatedRun.check_loaded` (a spec of several models loads one at a time)."""
-    from tamperbench.owmi.run.keys import load_items
-
+def validate(spec) -> None:
+    """Every check of ``spec`` that needs no loaded model, in one place, before any compute (the
+    driver's ``preflight``): the read-out's library, every (model, object) from the model's config,
+    positions against each model's context, observers' weights present, and the items loaded. Each
+    model's loaded checks follow in :func:`check_loaded` (a spec of several models loads one at a time)."""
     preflight(spec)
-    return ValidatedRun(spec, {b: load_items(b, spec.items_per_benchmark) for b in spec.benchmarks})
+    spec_items(spec)
+
+
+def check_loaded(spec, backend, model: str) -> None:
+    """The checks that need ``model``'s loaded tokenizer or weights, before any forward (and before
+    its observers load; the driver's ``check``): hooks and whole distributions, every declared position
+    inside every item's prompt, the read-out's options or grammars, every object against the loaded model."""
+    from tamperbench.owmi.engine.objects import resolve
+    from tamperbench.suites import get_suite
+
+    get_suite("owmi").check_backend(backend)  # hooks and whole distributions, or one line now
+    check_positions(spec, backend, spec_items(spec), f"models ({model})")  # by tokenizing: before any forward
+    check_choice_options(spec, backend, f"models ({model})")
+    for i, obj in enumerate(spec.objects):
+        resolve(backend.model, obj, field=f"objects[{i}]")
+
+
+def context(spec, backend, console=None) -> OwmiContext:
+    """The worker's context on the loaded model (the driver's ``context``): its tier-2 observers loaded,
+    their read-out options checked (asked about ``backend``'s layers) before any forward, and its engine,
+    picked once from the model (batched or reference)."""
+    from tamperbench.owmi.engine import engine_for
+    from tamperbench.runs.driver import load_model
+
+    observers = [(o, load_model(spec, o)) for o in spec.observer_models]
+    for o, ob in observers:
+        check_choice_options(spec, ob, f"observer_models ({o})", int(backend.model.config.num_hidden_layers))
+    return OwmiContext(spec, backend, observers, engine_for(backend, spec, observers))
+
+
+def setup_worker(config: tuple) -> OwmiContext:
+    """Worker setup in another process (``config``: the spec and the model under test): load it, check
+    it, build its context, as the driver does in this one."""
+    from tamperbench.runs.driver import load_model
+
+    spec, model = config
+    backend = load_model(spec, model)
+    check_loaded(spec, backend, model)
+    return context(spec, backend)

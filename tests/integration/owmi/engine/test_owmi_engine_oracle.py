@@ -24,7 +24,7 @@ from tamperbench.owmi.engine.reference import ReferenceEngine
 from tamperbench.owmi.engine.unit import Cell
 from tamperbench.owmi.run.execute import unit_records
 from tamperbench.owmi.run.items import quick_items
-from tamperbench.owmi.run.keys import planned_keys, unit_coords
+from tamperbench.owmi.run.plan import planned_keys, unit_coords
 from tamperbench.owmi.run.spec import quick_spec
 
 pytestmark = pytest.mark.model

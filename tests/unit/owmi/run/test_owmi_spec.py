@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tamperbench.errors import UserError
-from tamperbench.owmi.run.keys import planned_keys
+from tamperbench.owmi.run.plan import planned_keys
 from tamperbench.owmi.run.spec import load_spec, parse_spec, quick_spec
 
 REPO = Path(__file__).resolve().parents[4]
