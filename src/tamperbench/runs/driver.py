@@ -158,7 +158,9 @@ def record_provenance(store: RunStore, backend: Any, note: Callable[[str], None]
     prov = getattr(backend, "provenance", None)
     if prov is None:
         return ""
-    moved = store.provenance_moved(prov)
+    from tamperbench.store.moved import provenance_moved
+
+    moved = provenance_moved(store, prov)
     if moved is not None:
         same = type(prov).model_validate(moved)
         if same.id != prov.id:

@@ -16,7 +16,6 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
-import re
 import types
 import typing
 from pathlib import Path
@@ -40,10 +39,6 @@ WRITER_FILES = (SPEC_FILE, DB_FILE, DB_FILE + ".wal", run_lock.LOCK_FILE, run_lo
 def quote_ident(name: str) -> str:
     """A SQL identifier, double-quoted with inner quotes doubled: a table name is data, never SQL."""
     return '"' + name.replace('"', '""') + '"'
-
-
-# provenance fields that say where weights were read, not which weights (see RunStore.provenance_moved)
-LOCATION_ONLY = ("resolved_path",)
 
 
 def canonical_json(obj: Any) -> str:
@@ -273,30 +268,6 @@ class RunStore:
     def has_table(self, table: str) -> bool:
         q = "SELECT count(*) FROM information_schema.tables WHERE table_name = ?"
         return self.con.execute(q, [table]).fetchall()[0][0] > 0
-
-    def provenance_moved(self, provenance: BaseModel) -> dict | None:
-        """The stored record of the same weights loaded the same way from another folder, else None.
-
-        ``resolved_path`` says where the weights were read, not what they are (``sha256`` says that),
-        yet it is part of the provenance id, and so of every trial key. A run resumed with another
-        ``$TAMPERBENCH_HOME`` (or a moved cache) would otherwise get a new id and redo every stored
-        trial under it. Only a verified 64-hex ``sha256`` can match: for a remote model the address
-        is the identity. None when the exact record is stored already or none matches."""
-        mine = provenance.model_dump(mode="json")
-        if not re.fullmatch(r"[0-9a-f]{64}", str(mine.get("sha256", ""))):
-            return None
-
-        def what(d: dict) -> dict:
-            return {k: v for k, v in d.items() if k not in LOCATION_ONLY and v is not None}
-
-        rows = self.con.execute("SELECT id, record FROM provenance ORDER BY id").fetchall()
-        if any(pid == provenance.id for pid, _ in rows):  # type: ignore[attr-defined]
-            return None
-        for _, rec in rows:
-            stored = json.loads(rec)
-            if what(stored) == what(mine):
-                return stored
-        return None
 
     def put_provenance(self, provenance: BaseModel) -> str:
         pid = provenance.id  # type: ignore[attr-defined]
