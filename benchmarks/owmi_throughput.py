@@ -78,6 +78,7 @@ class Ledger:
         below the hook run on fewer rows (``owmi/engine/bottom.py``) is charged what it computes."""
         from tamperbench.sleight import roofline
 
+        model = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT wrapper's model
         cfg = model.config
         layers = model.model.layers
         n = len(layers)
