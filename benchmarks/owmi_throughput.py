@@ -6,10 +6,12 @@ preset under ``choice`` and on the known-positive check's spec, with the engine 
 (``--old``, imported beside this one by ``_owmi_old.py``) and this one alternated in one process, so
 load from other processes falls on both: the speed-up is the median same-process ratio.
 
-Accounting. A forward pre-hook on the model counts every forward's work where it is spent:
-FLOP = rows x columns x 2 x (non-embedding parameters) + rows x kept logits x 2 x hidden x vocabulary
-+ rows x columns x (context columns attended) x attention FLOP per column; bytes = every weight once
-+ rows x context columns x KV bytes per column (``sleight/roofline.py``'s model). Phases (the
+Accounting. Forward pre-hooks on every decoder layer and on the output head count each forward's work
+where it is spent (a forward whose layers below the hook run on one row per group, ``owmi/engine/bottom.py``,
+is charged what it computes): FLOP = rows x columns x 2 x (the layer's parameters) + rows x columns x
+(context columns attended) x attention FLOP per column, per layer, + rows x kept logits x 2 x hidden x
+vocabulary at the head; bytes = every layer's and the head's weights once per forward + rows x context
+columns x KV bytes per column (``sleight/roofline.py``'s model); a forward is one call of the head. Phases (the
 innermost running one is charged, wall time exclusive of nested phases):
 
 * ``task``: the baseline answer, the treatment's and the controls' teacher-forced effects (JS, causal);
@@ -27,7 +29,7 @@ fraction of it = roofline seconds / measured seconds.
 Usage:
   .venv/bin/python benchmarks/owmi_throughput.py                         # quick preset + check, old vs new
   .venv/bin/python benchmarks/owmi_throughput.py --items 1 --operators 1 --seeds 1 --skip-check
-  options: --old COMMIT (default f48f441), --skip-old, --repeats N, --kp-adapter DIR (the adapted model of
+  options: --old COMMIT (default 6d4615e), --skip-old, --repeats N, --kp-adapter DIR (the adapted model of
   ``owmi known-positive --preset demo --out X``: X/adapter; without it the check's base-model half runs)
 """
 
@@ -72,33 +74,40 @@ class Ledger:
         self.stack.pop()
 
     def watch(self, model) -> None:
+        """Count every decoder layer's and the output head's work where it runs: a forward whose layers
+        below the hook run on fewer rows (``owmi/engine/bottom.py``) is charged what it computes."""
         from tamperbench.sleight import roofline
 
+        model = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT wrapper's model
         cfg = model.config
-        emb = model.get_input_embeddings().weight
-        body = sum(p.numel() for p in model.parameters()) - emb.numel()
-        wb = roofline.weight_bytes(model)
-        kvc = roofline.kv_bytes_per_column(cfg)
-        att = roofline.attention_flop_per_column(cfg)
+        layers = model.model.layers
+        n = len(layers)
+        att = roofline.attention_flop_per_column(cfg) / n
+        kvc = roofline.kv_bytes_per_column(cfg) / n
         head = 2 * int(cfg.hidden_size) * int(cfg.vocab_size)
+        head_bytes = model.lm_head.weight.numel() * model.lm_head.weight.element_size()
 
-        def pre(_mod, args, kwargs):
-            ids = kwargs.get("input_ids", args[0] if args else None)
-            if ids is None:
-                return
-            b, w = ids.shape
-            cache = kwargs.get("past_key_values", kwargs.get("cache"))
-            past = cache.get_seq_length() if cache is not None else 0
-            keep = int(kwargs.get("logits_to_keep") or w)
-            flop = b * w * 2 * body + b * keep * head + b * w * (past + (w + 1) / 2) * att
-            nbytes = wb + b * (past + w) * kvc
+        def charge(flop: float, nbytes: float, forward: bool = False) -> None:
             s = self.s[self.stack[-1]]
             s["flop"] += flop
             s["bytes"] += nbytes
-            s["forwards"] += 1
+            s["forwards"] += int(forward)
             s["bound"] += flop / self.peak + nbytes / self.bw
 
-        model.register_forward_pre_hook(pre, with_kwargs=True)
+        def layer_hook(idx: int, body: int, wbytes: int):
+            def pre(_mod, args, kwargs):
+                h = args[0] if args else kwargs["hidden_states"]
+                b, w = h.shape[0], h.shape[1]
+                cache = kwargs.get("cache", kwargs.get("past_key_values"))
+                past = cache.get_seq_length(idx) if cache is not None and len(getattr(cache, "layers", [])) > idx else 0
+                charge(b * w * 2 * body + b * w * (past + (w + 1) / 2) * att, wbytes + b * (past + w) * kvc)
+            return pre
+
+        for i, layer in enumerate(layers):
+            body = sum(p.numel() for p in layer.parameters())
+            layer.register_forward_pre_hook(layer_hook(i, body, body * 4), with_kwargs=True)
+        model.lm_head.register_forward_pre_hook(
+            lambda _m, args: charge(args[0].shape[0] * args[0].shape[1] * head, head_bytes, forward=True))
 
     def table(self) -> dict:
         self._charge()
@@ -200,9 +209,9 @@ def one_run(pkg: str, spec, holder: dict, peak: float, bw: float) -> dict:
     models.load_backend = load
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             rep = run(spec, Path(tmp) / "run", console=Console(file=open("/dev/null", "w")))
-            sec = time.perf_counter() - t
+            sec, cpu = time.perf_counter() - t, time.process_time() - c
             import duckdb
 
             con = duckdb.connect(str(Path(tmp) / "run" / "records.duckdb"), read_only=True) \
@@ -211,7 +220,7 @@ def one_run(pkg: str, spec, holder: dict, peak: float, bw: float) -> dict:
     finally:
         models.load_backend = real
         holder["ledger"] = None
-    return {"seconds": sec, "records": rep.written, "phases": led.table(), "rows": {k: (c, j) for k, c, j in rows}}
+    return {"seconds": sec, "cpu_seconds": cpu, "records": rep.written, "phases": led.table(), "rows": {k: (c, j) for k, c, j in rows}}
 
 
 def agree(a: dict, b: dict, tol: float = 2e-3) -> dict:
@@ -257,7 +266,7 @@ def specs(pkg: str, a) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--old", default="f48f441", help="the commit whose engine is the baseline")
+    ap.add_argument("--old", default="6d4615e", help="the commit whose engine is the baseline")
     ap.add_argument("--skip-old", action="store_true")
     ap.add_argument("--skip-check", action="store_true")
     ap.add_argument("--items", type=int, default=None)
@@ -290,16 +299,21 @@ def main(argv: list[str] | None = None) -> dict:
         for k in range(a.repeats):
             for p in (pkgs if k % 2 == 0 else pkgs[::-1]):
                 runs[p].append(one_run(p, sp[p][wl], holder, peak, bw))
-                print(f"# {wl} {p}: {runs[p][-1]['seconds']:.1f} s, {runs[p][-1]['records']} records; "
+                print(f"# {wl} {p}: {runs[p][-1]['seconds']:.1f} s ({runs[p][-1]['cpu_seconds']:.1f} s CPU), "
+                      f"{runs[p][-1]['records']} records; "
                       f"{json.dumps(runs[p][-1]['phases'])}", file=sys.stderr, flush=True)
         entry = {"records": runs["tamperbench"][0]["records"],
                  "new": {"seconds": [round(r["seconds"], 1) for r in runs["tamperbench"]],
+                         "cpu_seconds": [round(r["cpu_seconds"], 1) for r in runs["tamperbench"]],
                          "phases": runs["tamperbench"][-1]["phases"]}}
         if len(pkgs) > 1:
             old = runs[pkgs[1]]
-            entry["old"] = {"seconds": [round(r["seconds"], 1) for r in old], "phases": old[-1]["phases"]}
+            entry["old"] = {"seconds": [round(r["seconds"], 1) for r in old],
+                            "cpu_seconds": [round(r["cpu_seconds"], 1) for r in old], "phases": old[-1]["phases"]}
             entry["speedup"] = round(statistics.median(o["seconds"] / n["seconds"]
                                                        for o, n in zip(old, runs["tamperbench"])), 2)
+            entry["speedup_cpu"] = round(statistics.median(o["cpu_seconds"] / n["cpu_seconds"]
+                                                           for o, n in zip(old, runs["tamperbench"])), 2)
             entry["records_agree"] = agree(old[-1]["rows"], runs["tamperbench"][-1]["rows"])
         result["workloads"][wl] = entry
     if a.json:
@@ -307,8 +321,9 @@ def main(argv: list[str] | None = None) -> dict:
         return result
     print(f"peak {result['peak_gflops']} GFLOP/s (float32 1024^3 matmul), read bandwidth {result['bandwidth_gbs']} GB/s")
     for wl, e in result["workloads"].items():
-        print(f"\n== {wl}: {e['records']} records; new {e['new']['seconds']} s"
-              + (f"; old ({a.old}) {e['old']['seconds']} s; speed-up x{e['speedup']}; records {e['records_agree']}"
+        print(f"\n== {wl}: {e['records']} records; new {e['new']['seconds']} s ({e['new']['cpu_seconds']} s CPU)"
+              + (f"; old ({a.old}) {e['old']['seconds']} s ({e['old']['cpu_seconds']} s CPU); speed-up x{e['speedup']} "
+                 f"wall, x{e['speedup_cpu']} CPU; records {e['records_agree']}"
                  if "old" in e else ""))
         for who in ("new", "old"):
             if who not in e:

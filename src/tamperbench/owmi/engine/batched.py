@@ -124,27 +124,32 @@ class BatchedEngine(Engine):
     def probe_rows(self, unit, track: str, families, scopes, max_new: int) -> dict:
         """Tracks A, B_masked and B_visible: rows (condition, scope), each row's context from
         ``_context`` (B_visible: its condition's own task output, so rows differ in length). The
-        part before the probe is fed once per distinct prefix and copied for each family."""
+        part before the probe is fed once per distinct prefix and condition -- the scopes differ only
+        from the probe on (phase ``probe``), so a condition's prefill is one row whatever the scopes --
+        and copied for each (scope, family)."""
         conds = self.model_conditions()
         defs = [(c, s) for c in conds for s in scopes]
+        twins = self._twins(defs)
         if track == "B_visible":
             self.task_rows(unit)
         ctxs = {(f, c): self.context(unit, track, f, c) for f in families for c in conds}
-        groups: dict[tuple, list[str]] = {}  # the rows' prefixes -> the families sharing them
+        groups: dict[tuple, list[str]] = {}  # the conditions' prefixes -> the families sharing them
         for f in families:
-            groups.setdefault(tuple(tuple(ctxs[(f, c)].ids[: ctxs[(f, c)].split]) for c, _ in defs), []).append(f)
+            groups.setdefault(tuple(tuple(ctxs[(f, c)].ids[: ctxs[(f, c)].split]) for c in conds), []).append(f)
         out = {}
         for pre, fams in groups.items():
             f0 = fams[0]
             first = min((min(ctxs[(f0, c)].declared) for c in conds if ctxs[(f0, c)].declared),
                         default=min(map(len, pre)))
-            base, fork = self.prefix.rows(self.model, [list(p) for p in pre], first, defs)
-            for c, s in defs:
-                base.attach((c, s), self.make_iv(unit, c, ctxs[(f0, c)].declared, s))
+            base, fork = self.prefix.rows(self.model, [list(p) for p in pre], first, conds)
+            for c in conds:  # the prefill hook: the scope plays no part before the probe
+                base.attach(c, self.make_iv(unit, c, ctxs[(f0, c)].declared, scopes[0]))
             base.extend([p[fork:] for p in pre], "prefill")
-            for part in self._family_batches(fams, len(defs), max(len(p) for p in pre)):
-                rids = [(c, s, f) for f in part for c, s in defs]
-                rows = base.select([i for _ in part for i in range(len(defs))], rids)
+            run = [d for d in defs if d not in twins]
+            of = [conds.index(c) for c, _ in run]  # each (condition, scope) row's prefill row
+            for part in self._family_batches(fams, len(run), max(len(p) for p in pre)):
+                rids = [(c, s, f) for f in part for c, s in run]
+                rows = base.select([i for _ in part for i in of], rids)
                 for c, s, f in rids:  # a fresh copy of the row's hook (the probe phase keeps no state)
                     rows.attach((c, s, f), self.make_iv(unit, c, ctxs[(f, c)].declared, s))
                 tails = [ctxs[(f, c)].ids[ctxs[(f, c)].split:] + self.readout.forced(f, self.b.tokenizer) for c, s, f in rids]
@@ -152,10 +157,19 @@ class BatchedEngine(Engine):
                 got = self.readout.answer_rows(rows, logits, {rid: rid[2] for rid in rids}, max_new, self.eos,
                                        lambda rid: self.make_iv(unit, rid[0], ctxs[(rid[2], rid[0])].declared, rid[1]),
                                        self.b.tokenizer)
-                for c, s, f in rids:
-                    ctx = ctxs[(f, c)]
-                    out[(c, f, s)] = (ctx.text, ctx.ids, ctx.declared, got[(c, s, f)])
+                for c, s in defs:
+                    for f in part:
+                        ctx = ctxs[(f, c)]
+                        out[(c, f, s)] = (ctx.text, ctx.ids, ctx.declared, got[(*twins.get((c, s), (c, s)), f)])
         return out
+
+    @staticmethod
+    def _twins(defs: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, str]]:
+        """Rows (condition, scope) computed by another row: the sham's hook writes nothing back in any
+        phase, so its rows under every scope are the same computation; its first scope's row is run and
+        read for the others."""
+        shams = [d for d in defs if d[0] == "sham"]
+        return {d: shams[0] for d in shams[1:]}
 
     def _family_batches(self, fams: list[str], per_family: int, length: int) -> list[list[str]]:
         """Probe families run together, ``per_family`` rows each, as many per batch as memory allows
@@ -175,20 +189,22 @@ class BatchedEngine(Engine):
         task = self.task_rows(unit)
         conds = self.model_conditions()
         defs = [(c, s) for c in conds for s in scopes]
-        order = [task.rids.index(c) for c, _ in defs]
+        twins = self._twins(defs)
+        run = [d for d in defs if d not in twins]
+        order = [task.rids.index(c) for c, _ in run]
         out = {}
         for fam in families:
             tails = {c: self.later_turn(unit, c, fam) for c in conds}
-            rows = task.select(order, defs)
-            for c, s in defs:
+            rows = task.select(order, run)
+            for c, s in run:
                 rows.attach((c, s), self.make_iv(unit, c, unit.task.declared, s))
             forced = self.readout.forced(fam, self.b.tokenizer)
-            logits = rows.extend([tails[c][1] + forced for c, _ in defs], "probe")[:, -1]
+            logits = rows.extend([tails[c][1] + forced for c, _ in run], "probe")[:, -1]
             got = self.readout.answer_rows(rows, logits, fam, max_new, self.eos,
                                    lambda rid: self.make_iv(unit, rid[0], unit.task.declared, rid[1]), self.b.tokenizer)
             for c, s in defs:
                 out[(c, fam, s)] = (tails[c][0], unit.task.ids + unit.gens[c][1] + tails[c][1], unit.task.declared,
-                                    got[(c, s)])
+                                    got[twins.get((c, s), (c, s))])
         return out
 
     def observe_rows(self, backend, unit, track: str, families, max_new: int) -> dict:

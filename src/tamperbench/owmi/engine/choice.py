@@ -29,9 +29,9 @@ the distributions inside longer options come from the option trie, in phase ``pr
 own intervention -- the hook the generated read-out's decoding steps run under, so the intervention is
 applied identically:
 
-* the batched engine (:func:`score_rows`) feeds every row's whole trie as one packed block in one
-  forward (``ragged.Rows.tree``: each node attends to its row's cache and its own ancestors, at its
-  own position), whatever the families of the rows, and copies no cache;
+* the batched engine (:func:`score_rows`) feeds every row's whole trie as one packed block, one
+  forward per family on that family's rows (``ragged.Rows.tree``: each node attends to its row's cache
+  and its own ancestors, at its own position), so no row is padded to another family's wider trie;
 * the reference engine (:func:`score_options`, the oracle the batched one is tested against) feeds
   the trie's deepest proper prefixes on copies of the row's cache, one forward per prefix length,
   rows per forward bounded by ``BRANCH_BYTES`` of copied cache.
@@ -221,9 +221,10 @@ def score_options(logits: torch.Tensor, options: Sequence[Sequence[int]], branch
     return out
 
 
-# tree(nodes): logits (rows, W, V) of feeding each row's option trie as one packed block (``ragged.Rows.tree``):
-# row r's node j, at column W - len(nodes[r]) + j, is the distribution after that node's prefix
-Tree = Callable[[list[list[tuple[int, int]]]], torch.Tensor]
+# tree(rows, nodes): logits (len(rows), W, V) of feeding, on each of batch rows ``rows``, its option trie
+# ``nodes[i]`` as one packed block (``ragged.Rows.tree``): node j of rows[i], at column W - len(nodes[i]) + j, is
+# the distribution after that node's prefix; the other rows of the batch are not fed
+Tree = Callable[[list[int], list[list[tuple[int, int]]]], torch.Tensor]
 TREE_BYTES = 512 * 2**20  # float32 logits of one packed-trie forward (rows x nodes x vocabulary)
 
 
@@ -243,29 +244,32 @@ def trie(seqs: Sequence[Sequence[int]]) -> tuple[list[tuple[int, int]], dict[tup
 
 def score_rows(logits: torch.Tensor, per_row: Sequence[Sequence[Sequence[int]]], tree: Tree,
                vocab: int) -> list[torch.Tensor]:
-    """Summed log-probabilities (float64) of ``per_row[r]``'s sequences after row r's ``logits`` (rows, V),
-    every row's option trie fed in one packed forward (``tree``; rows split so one forward's logits stay
-    under ``TREE_BYTES``). The same sums as :func:`score_options`, without a copy of any cache."""
+    """Summed log-probabilities (float64) of ``per_row[r]``'s sequences after row r's ``logits`` (rows, V).
+    The rows sharing one option trie (one probe family) are fed it in one packed forward (``tree``) on those
+    rows alone, so no row is padded to a wider family's trie (localization's 61 nodes against detection's
+    2); rows split so one forward's logits stay under ``TREE_BYTES``. The same sums as
+    :func:`score_options`, without a copy of any cache."""
     lp0 = torch.log_softmax(logits.float(), dim=-1)
     tries = [trie(seqs) for seqs in per_row]
     out = [torch.zeros(len(seqs), dtype=torch.float64) for seqs in per_row]
     for r, seqs in enumerate(per_row):
         first = torch.tensor([ids[0] for ids in seqs])
         out[r] += lp0[r, first].double()
-    need = [r for r in range(len(per_row)) if tries[r][0]]
-    width = max((len(tries[r][0]) for r in need), default=0)
-    per = max(1, TREE_BYTES // max(1, width * vocab * 4))
-    for lo in range(0, len(need), per):
-        part = need[lo: lo + per]
-        got = tree([tries[r][0] if r in part else [] for r in range(len(per_row))])
-        w = got.shape[1]
-        for r in part:
-            nodes, at = tries[r]
-            cols = torch.arange(w - len(nodes), w)
-            lp = torch.log_softmax(got[r, cols].float(), dim=-1)
-            for k, ids in enumerate(per_row[r]):
-                out[r][k] += sum(float(lp[at[tuple(ids[:j])], ids[j]]) for j in range(1, len(ids)))
-        del got
+    same: dict[tuple, list[int]] = {}  # trie -> the rows reading it
+    for r in range(len(per_row)):
+        if tries[r][0]:
+            same.setdefault(tuple(tries[r][0]), []).append(r)
+    for nodes_key, rows in same.items():
+        per = max(1, TREE_BYTES // max(1, len(nodes_key) * vocab * 4))
+        for lo in range(0, len(rows), per):
+            part = rows[lo: lo + per]
+            got = tree(part, [tries[r][0] for r in part])
+            for i, r in enumerate(part):
+                nodes, at = tries[r]
+                lp = torch.log_softmax(got[i, got.shape[1] - len(nodes):].float(), dim=-1)
+                for k, ids in enumerate(per_row[r]):
+                    out[r][k] += sum(float(lp[at[tuple(ids[:j])], ids[j]]) for j in range(1, len(ids)))
+            del got
     return out
 
 

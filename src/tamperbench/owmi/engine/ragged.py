@@ -66,6 +66,9 @@ class Rows:
         self.dev = next(model.parameters()).device
         self._kw = _cache_kw(model)
         self.forwards = 0
+        # bottom groups (``bottom.py``): rows of one label hold the same tokens at the same columns, so the
+        # same keys/values below the hooked layer; a new batch's rows are all distinct until told otherwise
+        self.bottom: list[int] = list(range(len(self.rids)))
         from tamperbench.models.decoding.packed_linear import packed_linears_for
 
         self._packed = packed_linears_for(model)
@@ -75,13 +78,17 @@ class Rows:
         """``len(rids)`` copies of a one-row prefix cache (the shared, unhooked tokens)."""
         n = prefix_cache.get_seq_length() if prefix_cache is not None else 0
         cache = _select(prefix_cache, torch.zeros(len(rids), dtype=torch.long)) if n else _select_empty()
-        return cls(model, cache, torch.ones(len(rids), n, dtype=torch.bool), rids)
+        rows = cls(model, cache, torch.ones(len(rids), n, dtype=torch.bool), rids)
+        rows.bottom = [0] * len(rids)  # copies of one prefix
+        return rows
 
     def select(self, order: Sequence[int], rids: Sequence) -> Rows:
         """A copy made of rows ``order`` (batch indices, repeats allowed) under new ids; this batch is
         left intact, so one task cache serves every probe family."""
         idx = torch.tensor(list(order), dtype=torch.long)
-        return Rows(self.model, _select(self.cache, idx), self.mask[idx].clone(), rids)
+        rows = Rows(self.model, _select(self.cache, idx), self.mask[idx].clone(), rids)
+        rows.bottom = [self.bottom[i] for i in order]
+        return rows
 
     def attach(self, rid, iv: Intervention | None) -> None:
         """Hook ``iv`` on row ``rid`` only; it follows the row when finished rows are compacted away."""
@@ -95,6 +102,8 @@ class Rows:
 
         from tamperbench.models.hooks import hooks
 
+        for rid, iv in self.ivs:  # (re-)targeted to this batch: a part (``_part``) shares its parent's hooks
+            iv.rows = lambda rid=rid: [self.rids.index(rid)] if rid in self.rids else []
         pairs = [p for _, iv in self.ivs for p in iv.hook_pairs()]
         return hooks(self.model, pairs) if pairs else nullcontext()
 
@@ -124,22 +133,42 @@ class Rows:
         from contextlib import nullcontext
 
         packed = self._packed.active() if self._packed is not None and w == 1 else nullcontext()
+        intern: dict = {}
+        groups = [intern.setdefault((g, tuple(x)), len(intern)) for g, x in zip(self.bottom, blocks)]
         with self._hooks(), packed:
-            out = self.model(input_ids=ids.to(self.dev), attention_mask=am, position_ids=pos.to(self.dev),
-                             use_cache=True, logits_to_keep=keep, **{self._kw: self.cache})
+            logits = self._forward(ids, am, pos, keep, groups)
         self.forwards += 1
-        self.mask, self.pos = mask, self.pos + lens
-        return out.logits[:, -keep:].float()
+        self.mask, self.pos, self.bottom = mask, self.pos + lens, groups
+        return logits[:, -keep:].float()
+
+    def _forward(self, ids: torch.Tensor, am, pos: torch.Tensor, keep: int, groups: list[int]) -> torch.Tensor:
+        """One forward of the batch: the layers below the first hooked one once per bottom group
+        (``bottom.forward``) where rows share one, else the model's own forward."""
+        from tamperbench.owmi.engine import bottom
+
+        n_layers = int(self.model.config.num_hidden_layers)
+        split = bottom.hooked_layer([iv.target.site for rid, iv in self.ivs if rid in self.rids], n_layers)
+        am = None if am is None else am.to(self.dev)
+        if split and len(set(groups)) < len(groups) and bottom.splittable(self.model):
+            return bottom.forward(self.model, self.cache, ids.to(self.dev), am, pos.to(self.dev), keep, groups, split)
+        return self.model(input_ids=ids.to(self.dev), attention_mask=am, position_ids=pos.to(self.dev),
+                          use_cache=True, logits_to_keep=keep, **{self._kw: self.cache}).logits
 
     @torch.inference_mode()
-    def tree(self, nodes: Sequence[Sequence[tuple[int, int]]], phase: Phase) -> torch.Tensor:
+    def tree(self, nodes: Sequence[Sequence[tuple[int, int]]], phase: Phase,
+             rows: Sequence[int] | None = None) -> torch.Tensor:
         """Feed each row's packed trie in one forward and leave the cache as it was: ``nodes[r]`` is a list of
         (token, parent index in the list or -1), parents first. Node j sits at position ``pos[r] + depth``
         and attends to the row's real columns and to its own ancestors only (a 4-D mask), so its logits
         are those of feeding its prefix alone after the row -- every option of a closed set scored in one
-        forward, no cache copied (``choice.score_rows``). Returns float32 logits (rows, W, V), row r's
+        forward (``choice.score_rows``). Returns float32 logits (rows, W, V), row r's
         node j at column ``W - len(nodes[r]) + j``. Hooks see each column's absolute position
-        (``Intervention.cols_at``: the noise operator draws by position)."""
+        (``Intervention.cols_at``: the noise operator draws by position).
+
+        ``rows``: batch indices fed (``nodes[i]`` is row ``rows[i]``'s trie; default every row): they run as
+        a batch of their own over a copy of their cache rows, each under its own hook."""
+        if rows is not None and list(rows) != list(range(len(self.rids))):
+            return self._part(rows).tree(nodes, phase)
         b = len(self.rids)
         assert len(nodes) == b, (len(nodes), b)
         w = max(1, max(len(n) for n in nodes))
@@ -165,11 +194,11 @@ class Rows:
             if rid in self.rids:
                 r = self.rids.index(rid)
                 iv.phase, iv.offset, iv.cols_at = phase, int(pos[r, 0]), pos[r].tolist()
+        intern: dict = {}
+        groups = [intern.setdefault((g, tuple(ns)), len(intern)) for g, ns in zip(self.bottom, nodes)]
         try:
             with self._hooks():
-                out = self.model(input_ids=ids.to(self.dev), attention_mask=allowed[:, None].to(self.dev),
-                                 position_ids=pos.to(self.dev), use_cache=True, logits_to_keep=w,
-                                 **{self._kw: self.cache})
+                logits = self._forward(ids, allowed[:, None], pos, w, groups)
         finally:
             for _, iv in self.ivs:
                 iv.cols_at = None
@@ -177,7 +206,20 @@ class Rows:
             if extra > 0:
                 self.cache.crop(-extra)
         self.forwards += 1
-        return out.logits[:, -w:].float()
+        return logits[:, -w:].float()
+
+    def _part(self, order: Sequence[int]) -> Rows:
+        """Rows ``order`` as a batch of their own (their cache rows, viewed where contiguous) under the same ids, each with the
+        hook of its row here (the same Intervention objects, re-targeted to the part's batch indices)."""
+        from tamperbench.owmi.engine.bottom import rows_of
+
+        idx = torch.tensor(list(order), dtype=torch.long)
+        rids = [self.rids[i] for i in order]
+        part = Rows(self.model, rows_of(self.cache, order), self.mask[idx].clone(), rids)
+        part.pos = self.pos[idx].clone()
+        part.ivs = [(rid, iv) for rid, iv in self.ivs if rid in rids]
+        part.bottom = [self.bottom[i] for i in order]
+        return part
 
     def retire(self, rids: Sequence) -> None:
         """Compact rows ``rids`` away (cache, mask, positions); hooks follow the survivors."""
@@ -187,6 +229,7 @@ class Rows:
             layer.batch_select_indices(idx.to(layer.keys.device))
         self.mask, self.pos = self.mask[idx], self.pos[idx]
         self.rids = [self.rids[i] for i in keep]
+        self.bottom = [self.bottom[i] for i in keep]
 
     @torch.inference_mode()
     def greedy(self, logits: torch.Tensor, max_new: int, eos: set[int], phase: Phase, *,

@@ -60,7 +60,7 @@ class Readout:
             toks = {f: ch.tokenize(tokenizer, cs) for f, cs in sets.items()}
             # the tries run under the rows' own hooks, phase probe (the hook each row's probe ran under)
             seq = ch.score_rows(logits, [toks[fams[rid]].seqs for rid in rows.rids],
-                                lambda nodes: rows.tree(nodes, "probe"), int(logits.shape[-1]))
+                                lambda part, nodes: rows.tree(nodes, "probe", part), int(logits.shape[-1]))
             return {rid: ([], "", "choice", ch.option_scores(seq[i][None], toks[fams[rid]].owner,
                                                              len(sets[fams[rid]].options))[0].tolist())
                     for i, rid in enumerate(rows.rids)}

@@ -123,7 +123,7 @@ def test_spec_refuses_choice_with_track_c_and_an_unknown_readout():
 
 
 def test_packed_tries_score_what_the_cache_copies_score():
-    """score_rows (every row's trie in one packed forward) against score_options (one forward per prefix
+    """score_rows (a packed forward per distinct trie) against score_options (one forward per prefix
     length on copied caches), on a fake model whose next-token logits depend on the whole prefix fed."""
     vocab = 9
     gen = torch.Generator().manual_seed(1)
@@ -138,21 +138,24 @@ def test_packed_tries_score_what_the_cache_copies_score():
     first = torch.stack([logits_after(r, ()) for r in range(3)])
     packed_calls = []
 
-    def tree(nodes):
-        packed_calls.append([len(n) for n in nodes])
+    def tree(rows, nodes):
+        packed_calls.append((list(rows), [len(n) for n in nodes]))
         w = max(len(n) for n in nodes)
         out = torch.zeros(len(nodes), w, vocab)
-        for r, ns in enumerate(nodes):
+        for r, ns in zip(rows, nodes):
+            i = rows.index(r)
             for j in range(len(ns)):  # the node's prefix: its ancestors' tokens, then its own
                 path, k = [], j
                 while k >= 0:
                     path.append(ns[k][0])
                     k = ns[k][1]
-                out[r, w - len(ns) + j] = logits_after(r, tuple(reversed(path)))
+                out[i, w - len(ns) + j] = logits_after(r, tuple(reversed(path)))
         return out
 
     got = ch.score_rows(first, per_row, tree, vocab)
-    assert len(packed_calls) == 1  # one forward for every row's whole trie
+    # one forward per distinct trie, on the rows reading it alone: rows 0 and 2 share theirs, and no row is
+    # padded to another trie's width
+    assert packed_calls == [([0, 2], [2, 2]), ([1], [4])]
     for r, seqs in enumerate(per_row):
         def branch(parents, blocks, r=r):
             return torch.stack([torch.stack([logits_after(r, tuple(b[: j + 1])) for j in range(len(b))])
