@@ -22,6 +22,8 @@ record of the intervention run, with the third-person probe.
 
 from __future__ import annotations
 
+import abc
+
 from collections.abc import Callable
 from typing import Any
 
@@ -41,7 +43,7 @@ from tamperbench.owmi.protocol.probes import probe_text, system_prompt
 Batch = tuple[tuple, Callable[[], dict]]
 
 
-class Engine:
+class Engine(abc.ABC):
     """One loaded model (and its observers) running units of a spec; subclassed once per engine."""
 
     kind = "engine"
@@ -64,23 +66,28 @@ class Engine:
     def model_conditions(self) -> list[str]:
         return [c for c in self.spec.conditions if c != "observer"]
 
+    @abc.abstractmethod
     def effects(self, unit: Unit, conds: list[str]) -> dict[str, dict]:
         """Teacher-forced JS and causal relevance of ``conds`` (engine-specific batching)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def fill_effects(self, unit: Unit, need: set[str]) -> None:
         """The teacher-forced effects of the model conditions in ``need`` into ``unit.effects``."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def group(self, d: dict) -> tuple:
         """The batch that computes a record of design coordinates ``d`` (and the transaction that commits it)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def probe_batches(self, unit: Unit, track: str) -> list[Batch]:
         """The batches of ``track``'s model-condition records; each computes
         (condition, family, scope) -> (prompt text, prompt ids, declared, answer)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def observer_batches(self, unit: Unit, track: str, tier: int, backend) -> list[Batch]:
         """The batches of ``track``'s observer records read by ``backend`` (tier 1: the model itself);
         each computes family -> (prompt text, prompt ids, third-person probe, answer)."""
@@ -191,6 +198,7 @@ class Engine:
         return tot / len(units)
 
     # ------------------------------------------------------------------ contexts
+    @abc.abstractmethod
     def task_answer(self, unit: Unit, cond: str) -> str:
         """The task's answer text under ``cond`` (what Track B_visible and the observer read)."""
         raise NotImplementedError
