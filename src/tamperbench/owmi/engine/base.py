@@ -69,29 +69,24 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def effects(self, unit: Unit, conds: list[str]) -> dict[str, dict]:
         """Teacher-forced JS and causal relevance of ``conds`` (engine-specific batching)."""
-        raise NotImplementedError
 
     @abc.abstractmethod
     def fill_effects(self, unit: Unit, need: set[str]) -> None:
         """The teacher-forced effects of the model conditions in ``need`` into ``unit.effects``."""
-        raise NotImplementedError
 
     @abc.abstractmethod
     def group(self, d: dict) -> tuple:
         """The batch that computes a record of design coordinates ``d`` (and the transaction that commits it)."""
-        raise NotImplementedError
 
     @abc.abstractmethod
     def probe_batches(self, unit: Unit, track: str) -> list[Batch]:
         """The batches of ``track``'s model-condition records; each computes
         (condition, family, scope) -> (prompt text, prompt ids, declared, answer)."""
-        raise NotImplementedError
 
     @abc.abstractmethod
     def observer_batches(self, unit: Unit, track: str, tier: int, backend) -> list[Batch]:
         """The batches of ``track``'s observer records read by ``backend`` (tier 1: the model itself);
         each computes family -> (prompt text, prompt ids, third-person probe, answer)."""
-        raise NotImplementedError
 
     def calibration_path(self) -> str:
         """Which ``mean_js`` impact matching runs (stored with the calibration row): ``sequential`` here."""
@@ -201,7 +196,6 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def task_answer(self, unit: Unit, cond: str) -> str:
         """The task's answer text under ``cond`` (what Track B_visible and the observer read)."""
-        raise NotImplementedError
 
     def context(self, unit: Unit, track: str, family: str, cond: str) -> cx.Context:
         """The probe context of ``family`` on ``track`` (Track A, B_visible, B_masked) under ``cond``."""
