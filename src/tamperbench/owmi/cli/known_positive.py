@@ -19,8 +19,9 @@ from tamperbench.owmi.cli.console import stdout_console
 
 PRESETS: dict[str, dict[str, object]] = {
     "full": {},  # the source's counts: 400 training, 100 held-out directions (the check: 50 items x 2 seeds)
-    # make demo: 96 examples, 12 steps; the check at the pass rule's size (100 held-out directions)
-    "demo": {"train_seeds": (500000, 500047), "heldout_seeds": (900000, 900099)},
+    # make demo: 48 examples, 6 steps; the check on 20 held-out directions (10 items x 2 seeds), below the pass
+    # rule's 100 pairs, so its verdict reads TOO FEW PAIRS when every other threshold is met (full: the verdict)
+    "demo": {"train_seeds": (500000, 500023), "heldout_seeds": (900000, 900019)},
     "test": {"train_seeds": (500000, 500011), "heldout_seeds": (900000, 900007), "epochs": 2},
 }
 
@@ -30,7 +31,7 @@ def known_positive_cmd(
     model: str = typer.Option("embedded", "--model", "-m", help="Model spec."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or auto."),
     preset: str = typer.Option("full", "--preset", help="full (400 train / 100 held-out directions: the check runs "
-                               "100 intervention and 100 sham pairs per model), demo (48 / 100) or test (12 / 8, 2 epochs)."),
+                               "100 intervention and 100 sham pairs per model), demo (24 / 20: below the pass rule's 100 pairs) or test (12 / 8, 2 epochs)."),
     layer: Optional[int] = typer.Option(None, "--layer", help="Intervened resid_post layer (default: mid-depth)."),
     train_seeds: Optional[str] = typer.Option(None, "--train-seeds", help="START:END direction seeds for training."),
     heldout_seeds: Optional[str] = typer.Option(None, "--heldout-seeds", help="START:END held-out direction seeds (the "

@@ -70,20 +70,6 @@ def check_spec(adapter_dir: Path, base: str, layer: int, readout: str, *, direct
     return spec
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def run_check(out: Path, *, base: str, anchor: dict, readouts: tuple[str, ...], directions: tuple[int, int],
               probe_tokens: int, n_boot: int, console: Console, strict: bool = True, spec=None) -> dict:
     """Run the adapted model and its base through ``owmi run`` once per read-out, score, print, save.

@@ -32,7 +32,7 @@ import torch
 from tamperbench.owmi.engine import contexts as cx
 from tamperbench.owmi.engine import forward as fw
 from tamperbench.owmi.engine.conditions import (calibrate_norm, concept_direction, random_direction, random_target,
-                                                replace_reference, stable_seed)
+                                                reference_activation, replace_reference, stable_seed)
 from tamperbench.owmi.engine.objects import resolve
 from tamperbench.owmi.engine.operators import Intervention
 from tamperbench.owmi.engine.readout import Readout
@@ -60,6 +60,7 @@ class Engine(abc.ABC):
         self.readout = Readout(spec, self.n_layers)
         self._base: dict[tuple[int, ...], tuple[list[int], str]] = {}
         self._dirs: dict[tuple, torch.Tensor] = {}
+        self._refs: dict[str, torch.Tensor] = {}  # object label -> reference_activation (replace's reference)
         self.prefix = PrefixCache()
 
     # ------------------------------------------------------------------ what the runner asks
@@ -137,7 +138,9 @@ class Engine(abc.ABC):
                 self._dirs[key] = concept_direction(self.b, target, concept)
             direction = self._dirs[key]
         if cell.op.name == "replace":
-            reference = replace_reference(self.b, target, self.spec, index, seed)
+            if target.spec.label not in self._refs:  # one capture per object, not one per unit
+                self._refs[target.spec.label] = reference_activation(self.b, target)
+            reference = replace_reference(self.b, target, self.spec, index, seed, self._refs[target.spec.label])
         u = random_direction(rtarget.dim, stable_seed(seed, item.id, cell.obj.label, cell.op.name, cell.op.dose))
         system = self.frame_system(frame)
         task = cx.task_context(self.b, item.prompt_text(), system, self.spec.positions)

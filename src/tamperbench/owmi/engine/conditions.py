@@ -69,11 +69,15 @@ def reference_activation(backend, target: Target) -> torch.Tensor:
     return mean_value(backend, target, battery()["neutral"][:1], last_only=True)
 
 
-def replace_reference(backend, target: Target, spec, index: int, seed: int) -> torch.Tensor:
+def replace_reference(backend, target: Target, spec, index: int, seed: int,
+                      ref: torch.Tensor | None = None) -> torch.Tensor:
     """What 'replace' writes in the unit of item ``index`` and ``seed``: the engine's reference, or,
     under ``spec.replace_directions``, the seeded unit direction ``spec.direction_seed(index, seed)``
-    scaled to the reference's norm (the known positive's construction, ``analysis.known_positive``)."""
-    ref = reference_activation(backend, target)
+    scaled to the reference's norm (the known positive's construction, ``controls.known_positive``).
+    ``ref``: :func:`reference_activation` of ``target``, when the caller already holds it (the engine
+    computes it once per model and object, not once per unit: it depends on neither)."""
+    if ref is None:
+        ref = reference_activation(backend, target)
     d_seed = spec.direction_seed(index, seed)
     if d_seed is None:
         return ref

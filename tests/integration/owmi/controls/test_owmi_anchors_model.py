@@ -91,7 +91,8 @@ def test_known_positive_trains_scores_heldout_and_passes_through_owmi_run(embedd
     lo, hi = base["margin_ci"]  # the unadapted model says "yes" after sham as after the intervention: no report
     assert lo <= 0 <= hi and base["hits"] - base["false_alarms"] <= 1, summary
     assert "leakage floor (choice): the unadapted model's AUROC " in text
-    assert "choice: FAIL (8 complete pairs, below the paper's 100;" in text and summary["passes"] is False
+    assert "choice: TOO FEW PAIRS (8 complete pairs, below the paper's 100 (every other threshold met" in text
+    assert summary["passes"] is False
     from tamperbench.owmi.score.claims import KP_NAME
     from tamperbench.owmi.score.profile import score_runs
 

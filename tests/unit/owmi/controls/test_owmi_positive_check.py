@@ -41,17 +41,21 @@ def test_rows_judged_by_the_claims_statistic_with_the_leakage_floor_named():
                               "false alarms 0/100): what the pipeline reads from the intervention with no trained report"]
 
 
-@pytest.mark.parametrize("hits,fas,pairs,auroc,why", [
-    (95, 5, 100, (0.99, [0.95, 1.0]), None),  # the boundary itself passes
-    (94, 0, 100, (0.99, [0.95, 1.0]), "hits 94/100 below 95%"),
-    (100, 6, 100, (0.99, [0.95, 1.0]), "false alarms 6/100 above 5%"),
-    (100, 0, 100, (0.99, [0.9, 1.0]), "AUROC lower bound 0.900 not above 0.9"),
-    (8, 0, 8, (1.0, [1.0, 1.0]), "8 complete pairs, below the paper's 100"),
+@pytest.mark.parametrize("hits,fas,pairs,auroc,why,status", [
+    (95, 5, 100, (0.99, [0.95, 1.0]), None, "PASS"),  # the boundary itself passes
+    (94, 0, 100, (0.99, [0.95, 1.0]), "hits 94/100 below 95%", "FAIL"),
+    (100, 6, 100, (0.99, [0.95, 1.0]), "false alarms 6/100 above 5%", "FAIL"),
+    (100, 0, 100, (0.99, [0.9, 1.0]), "AUROC lower bound 0.900 not above 0.9", "FAIL"),
+    # below the size floor alone: not a pass, and named apart from a failed threshold
+    (8, 0, 8, (1.0, [1.0, 1.0]), "8 complete pairs, below the paper's 100 (every other threshold met: the rule's "
+     "verdict needs >= 100 pairs)", "TOO FEW PAIRS"),
+    (6, 0, 8, (1.0, [1.0, 1.0]), "8 complete pairs, below the paper's 100; hits 6/8 below 95%", "FAIL"),
 ])
-def test_pass_rule_boundaries(hits, fas, pairs, auroc, why):
+def test_pass_rule_boundaries(hits, fas, pairs, auroc, why, status):
     v = verdicts(rows_of({"cells": [_cell(ADAPTED_SPEC, "choice", hits, fas, pairs, auroc)]}, ADAPTED_SPEC))["choice"]
     assert v["passes"] is (why is None)
     assert v["why"] == (why or "meets the rule") and PASS_RULE in v["line"]
+    assert v["status"] == status and v["line"].startswith(f"choice: {status} (")
 
 
 def test_check_runs_100_pairs_on_heldout_directions_disjoint_from_training(tmp_path):
