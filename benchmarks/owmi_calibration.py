@@ -40,7 +40,7 @@ def main() -> None:
     from tamperbench.models import load_backend
     from tamperbench.owmi.engine.batched import BatchedEngine as Engine
     from tamperbench.owmi.engine.unit import Cell
-    from tamperbench.owmi.run.items import load_items
+    from tamperbench.owmi.run.spec import load_items
     from tamperbench.owmi.run.spec import quick_spec
 
     over = {"items_per_benchmark": args.items} if args.items else {}

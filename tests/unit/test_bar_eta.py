@@ -39,7 +39,7 @@ def test_quote_standard_row_tokens_by_hand():
 
 
 def _owmi(**over):
-    from tamperbench.owmi.run.items import load_items
+    from tamperbench.owmi.run.spec import load_items
     from tamperbench.owmi.run.spec import quick_spec
 
     spec = quick_spec(**over)

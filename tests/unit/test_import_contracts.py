@@ -43,7 +43,7 @@ def _insert(path: Path, line: str) -> None:
     # the model layer reaching up into a suite
     ("models/generate.py", "import tamperbench.sleight.plan  # forbidden", "tamperbench.models.generate -> tamperbench.sleight.plan"),
     # one suite importing another
-    ("quote/tables.py", "import tamperbench.owmi.run.items  # forbidden", "tamperbench.quote.tables -> tamperbench.owmi.run.items"),
+    ("quote/tables.py", "import tamperbench.owmi.run.spec  # forbidden", "tamperbench.quote.tables -> tamperbench.owmi.run.spec"),
     # the plumbing importing a suite (estimate plans through the registry, never by import)
     ("estimate.py", "import tamperbench.owmi.run.plan  # forbidden", "tamperbench.estimate -> tamperbench.owmi.run.plan"),
 ])

@@ -5,14 +5,15 @@ Layers, top to bottom (import-linter contract ``owmi-layers`` in pyproject.toml)
 * ``cli``: the ``owmi`` commands (run, summary, score, probe, known-positive, train-sae);
 * ``controls``: the sensitivity anchors and positive controls (known positive, linear probe anchor,
   SAE training), which train or run models of their own;
-* ``run``: a spec's life, read top-down: spec and presets, the runner, validation, the plan (record keys
-  included), the work per unit and its records;
-* ``engine`` | ``score``: a unit's forwards under hooks and read-outs (engine); the offline
+* ``run``: a spec's life, read top-down: the spec (presets, items), the runner (checks, the worker's
+  context, the worker), the plan (record keys included);
+* ``engine`` | ``score``: a unit's forwards under hooks, read-outs and records (engine); the offline
   statistics, claims, tables and report section over stored records (score). Neither imports the other;
-* ``protocol``: what both read: the stored record's shape and the probe battery.
+* ``protocol``: what every layer reads: the design's terms (objects, operators, doses, frames), the
+  stored record's shape and the probe battery.
 
-Module paths of the flat layout that came before still import, with a DeprecationWarning, for one
-release (:data:`MOVED`).
+Module paths of the flat layout that came before, and of the ``run`` modules merged since, still import,
+with a DeprecationWarning, for one release (:data:`MOVED`).
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ MOVED = {
     "forward": "engine.forward", "ragged": "engine.ragged", "objects": "engine.objects",
     "operators": "engine.operators", "conditions": "engine.conditions", "contexts": "engine.contexts",
     "choice": "engine.choice", "readout": "engine.readout", "batched": "engine.batched",
-    "spec": "run.spec", "keys": "run.plan", "run.keys": "run.plan", "plan": "run.plan", "items": "run.items",
-    "anchor_items": "run.anchor_items", "runner": "run.runner", "validate": "run.validate",
+    "spec": "run.spec", "keys": "run.plan", "run.keys": "run.plan", "plan": "run.plan", "items": "run.spec", "run.items": "run.spec",
+    "anchor_items": "run.anchor_items", "runner": "run.runner", "validate": "run.runner",
+    "run.validate": "run.runner", "run.execute": "run.runner", "run.record": "engine.record",
     "site": "score.site", "site_forest": "score.site_forest", "summary": "score.tables",
     "observer_classifier": "score.observer_classifier", "sae_train": "controls.sae_train", "sae_cli": "cli.sae",
-    "console": "cli.console", "analysis": "score", "analysis.cli": "cli.score", "analysis.cli_util": "cli.util",
+    "console": "cli", "cli.console": "cli", "analysis": "score", "analysis.cli": "cli.score", "analysis.cli_util": "cli.util",
     "analysis.kp_cli": "cli.known_positive", "analysis.known_positive": "controls.known_positive",
     "analysis.intervene": "controls.intervene", "analysis.threads": "controls.threads",
     "analysis.prompts": "controls.prompts", "analysis.probe": "controls.probe",

@@ -12,8 +12,9 @@ def _run_one_unit(backend, spec, engine=None):
     item, record dicts)."""
     from tamperbench.owmi.engine import engine_for
     from tamperbench.owmi.engine.unit import Cell
-    from tamperbench.owmi.run.execute import unit_records
-    from tamperbench.owmi.run.items import quick_items
+    from tamperbench.owmi.protocol.design import frames
+    from tamperbench.owmi.run.runner import unit_records
+    from tamperbench.owmi.run.spec import quick_items
     from tamperbench.owmi.run.plan import planned_keys, unit_coords
 
     eng = engine_for(backend, spec, []) if engine is None else engine(backend, spec, [])
@@ -21,7 +22,7 @@ def _run_one_unit(backend, spec, engine=None):
     item = quick_items(1)[0]
     all_keys = planned_keys(spec, unit_coords(spec, "embedded", "builtin", cell.obj, cell.op, item, 0), [])
     units, rows = [], []
-    for frame, tracks in spec.frames().items():
+    for frame, tracks in frames(spec.tracks, spec.track_c_system).items():
         unit = eng.prepare(cell, item, 0, 0, frame)
         keys = [k for k in all_keys if k[2]["track"] in tracks]
         rows += [r.model_dump() for r in unit_records(eng, unit, keys, provenance_id="prov")]

@@ -328,7 +328,7 @@ def test_a_rerun_skips_steps_whose_runs_are_unchanged_and_leaves_a_run_being_wri
 
 
 def test_the_pages_owmi_standard_preset_is_the_quick_preset_on_every_built_in_item():
-    from tamperbench.owmi.run.items import load_items
+    from tamperbench.owmi.run.spec import load_items
     from tamperbench.owmi.run.spec import PRESETS
 
     quick, standard = PRESETS["quick"](), PRESETS["standard"](models=["embedded"])

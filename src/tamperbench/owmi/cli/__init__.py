@@ -1,6 +1,13 @@
 """``tamperbench owmi run``: Open-Weight Masked Introspection from the command line.
 
 Heavy imports (torch, transformers) happen inside the command, so ``tamperbench --help`` stays fast.
+
+The stdout console of the ``owmi`` commands (:func:`stdout_console`): rich fits tables and wraps
+text to the console width, and a console writing to a pipe or a file has no terminal to measure, so
+rich assumes 80 columns: ``owmi run > log`` cut the per-condition table's columns and wrapped long
+lines. Written to a non-terminal, the console is ``PIPE_WIDTH`` wide instead, so a table keeps every
+column whole (a terminal keeps its own width). (``cli/console.py``, where it lived, still imports,
+with a DeprecationWarning.)
 """
 
 from __future__ import annotations
@@ -12,7 +19,15 @@ import typer
 from rich.console import Console
 
 from tamperbench.errors import UserError
-from tamperbench.owmi.cli.console import stdout_console
+
+PIPE_WIDTH = 320
+
+
+def stdout_console() -> Console:
+    """The console a command prints its results to: the terminal's width, or ``PIPE_WIDTH`` when piped."""
+    con = Console()
+    return con if con.is_terminal else Console(width=PIPE_WIDTH)
+
 
 app = typer.Typer(help="OWMI: intervene on internal objects; can the model report it beyond sham, random and observer?",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -35,6 +50,7 @@ def run_cmd(
     from tamperbench.owmi.protocol.records import READOUTS
     from tamperbench.owmi.run.spec import PRESETS, load_spec, parse_spec
 
+    con = stdout_console()  # the results: the plan under --dry-run, else the summary
     if (config is None) == (preset is None):
         raise UserError("owmi run: give exactly one of --config FILE or --preset quick")
     if preset is not None and preset not in PRESETS:
@@ -47,12 +63,11 @@ def run_cmd(
     if readout is not None:
         spec = parse_spec({**spec.model_dump(mode="json"), "readout": readout}, "--readout")
     if dry_run:
-        from tamperbench.owmi.run.runner import SUITE
-        from tamperbench.owmi.run.validate import validate
+        from tamperbench.owmi.run.runner import SUITE, validate
         from tamperbench.runs.driver import dry_run as driver_dry_run
 
         validate(spec)  # a model or object the run would refuse is refused by its plan too
-        driver_dry_run(SUITE, spec, out, echo=stdout_console().print)
+        driver_dry_run(SUITE, spec, out, echo=con.print)
         return
     from tamperbench.owmi.run.runner import run
     from tamperbench.owmi.score.tables import render
@@ -61,7 +76,7 @@ def run_cmd(
     rep = run(spec, out, new=new, console=err)
     err.print(f"{rep.written} records written, {rep.skipped_units} of {rep.units} units already stored, "
               f"{rep.seconds:.1f}s -> {out}")
-    render(out, stdout_console())
+    render(out, con)
 
 
 @app.command("summary")

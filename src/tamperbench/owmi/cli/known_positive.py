@@ -15,7 +15,7 @@ import typer
 
 from tamperbench.errors import UserError
 from tamperbench.owmi.cli.util import parse_range, build_spec
-from tamperbench.owmi.cli.console import stdout_console
+from tamperbench.owmi.cli import stdout_console
 
 PRESETS: dict[str, dict[str, object]] = {
     "full": {},  # the source's counts: 400 training, 100 held-out directions (the check: 50 items x 2 seeds)

@@ -26,7 +26,7 @@ def train_sae_cmd(
     """Train a small SAE on one residual site of a model and write it in SAELens's disk format."""
     from pydantic import ValidationError
 
-    from tamperbench.owmi.cli.console import stdout_console
+    from tamperbench.owmi.cli import stdout_console
     from tamperbench.owmi.controls.sae_train import PRESETS, SaeTrainSpec, train_sae
 
     if preset not in PRESETS:

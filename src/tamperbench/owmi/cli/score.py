@@ -15,7 +15,7 @@ from rich.console import Console
 
 from tamperbench.errors import UserError
 from tamperbench.owmi.cli.util import build_spec
-from tamperbench.owmi.cli.console import stdout_console
+from tamperbench.owmi.cli import stdout_console
 
 
 def score_cmd(

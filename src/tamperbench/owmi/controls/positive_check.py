@@ -64,7 +64,7 @@ def check_spec(adapter_dir: Path, base: str, layer: int, readout: str, *, direct
                 scopes=["lifted"], conditions=["intervention", "sham"], items_per_benchmark=items, seeds=list(seeds),
                 observer_classifier=False, task_max_new_tokens=1, probe_max_new_tokens=probe_tokens, readout=readout)
     spec = OwmiSpec.model_validate(data)
-    from tamperbench.owmi.run.validate import check_readout
+    from tamperbench.owmi.run.runner import check_readout
 
     check_readout(spec)  # constrained without llguidance: one line now, not after training
     return spec

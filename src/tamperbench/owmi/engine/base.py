@@ -1,4 +1,4 @@
-"""What both OWMI engines share: preparing a unit, its interventions, impact matching, contexts.
+"""What both OWMI engines share: preparing a unit, its interventions, impact matching, contexts, records.
 
 Two engines run a unit -- (cell, item, seed) through every condition, track, probe and scope --
 and they differ only in how they batch the work:
@@ -9,11 +9,15 @@ and they differ only in how they batch the work:
   plain reference the batched engine is tested against (same records, greedy tokens identical, JS
   within float rounding), and the engine of models with sliding-window attention (``ragged.supported``).
 
-:func:`tamperbench.owmi.engine.engine_for` picks one from the model's capabilities, once. The
-runner asks either engine the same four things: fill a unit's teacher-forced effects
-(:meth:`Engine.fill_effects`), the batches of a track's probe records (:meth:`Engine.probe_batches`)
-and of its observer records (:meth:`Engine.observer_batches`), and which batch a record belongs to
-(:meth:`Engine.group`); each batch is committed in one transaction.
+This module is the engine's interface to the worker, so a reader of ``owmi/run`` opens one engine
+module per unit. (Before any forward the run calls the package's own functions, ``engine/__init__.py``:
+``check``, a spec against one model, and ``engine_for``, one engine per loaded model.) Per work unit
+the worker asks the engine it picked: :meth:`Engine.prepare` each (item, seed) in its context frame
+(:meth:`Engine.frame_system`), :meth:`Engine.calibrate` the cell (impact matching; the path that ran,
+:meth:`Engine.calibration_path`), :meth:`Engine.records` (the unit's records, batch by batch, built
+from the engine-specific :meth:`Engine.fill_effects`, :meth:`Engine.group`,
+:meth:`Engine.probe_batches` and :meth:`Engine.observer_batches`), and :meth:`Engine.release`. Each
+batch is committed in one transaction.
 
 Protocol steps (Section 4): baseline pass and answer -> altered pass (JS from baseline, causal
 relevance on the gold answer) -> probes per track -> records. The observer reads only the visible
@@ -23,8 +27,8 @@ record of the intervention run, with the third-person probe.
 from __future__ import annotations
 
 import abc
-
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -63,7 +67,7 @@ class Engine(abc.ABC):
         self._refs: dict[str, torch.Tensor] = {}  # object label -> reference_activation (replace's reference)
         self.prefix = PrefixCache()
 
-    # ------------------------------------------------------------------ what the runner asks
+    # ------------------------------------------------------------------ what each engine computes its way
     def model_conditions(self) -> list[str]:
         return [c for c in self.spec.conditions if c != "observer"]
 
@@ -89,13 +93,59 @@ class Engine(abc.ABC):
         """The batches of ``track``'s observer records read by ``backend`` (tier 1: the model itself);
         each computes family -> (prompt text, prompt ids, third-person probe, answer)."""
 
+    calibration_paths: tuple[str, ...] = ("sequential",)  # the ``mean_js`` paths this engine can run
+
     def calibration_path(self) -> str:
-        """Which ``mean_js`` impact matching runs (stored with the calibration row): ``sequential`` here."""
-        return "sequential"
+        """Which ``mean_js`` impact matching runs (stored with the calibration row): the spec's
+        ``calibration`` where this engine runs it, else ``sequential`` (one teacher-forced forward per
+        unit, the reference). The batched engine also runs ``batched`` (the cell's units as rows of
+        one ragged forward per eta); the two agree to float rounding, not bitwise (padded batched
+        kernels), so the path that ran is stored with the calibration."""
+        return self.spec.calibration if self.spec.calibration in self.calibration_paths else "sequential"
 
     def mean_js(self, units: list[Unit], eta: float) -> float:
         """Eq. 7's E[D(eta)] over the cell's units under ``random_matched`` at norm ``eta``."""
         return self.mean_js_sequential(units, eta)
+
+    def records(self, unit: Unit, keys: list, provenance_id: str,
+                on_tokens: Callable[[int], None] | None = None) -> Iterator[list]:
+        """The records of ``keys`` (one prepared unit's unstored keys, as the plan keys them): its
+        teacher-forced effects first, then one list per batch as soon as the batch finishes, built by
+        ``engine/record.py``; batches with no key in ``keys`` are not computed. ``on_tokens`` gets each
+        batch's answer tokens, one answer per record (the bar's ETA)."""
+        from tamperbench.owmi.engine.record import build, result_of
+
+        for group_keys, res in self._batches(unit, keys):
+            if on_tokens is not None:
+                on_tokens(sum(len(result_of(res, d)[3][0]) for _, _, d in group_keys))
+            yield [build(self, unit, k, res, provenance_id) for k in group_keys]
+
+    def _batches(self, unit: Unit, keys: list) -> Iterator[tuple[list, dict]]:
+        """(the keys of one batch, its results by record coordinates), batch by batch, in this engine's
+        order: the unit's effects, then per track its model-condition batches and its observer tiers."""
+        spec = self.spec
+        self.fill_effects(unit, {d["condition"] for _, _, d in keys})
+        want: dict[tuple, list] = {}
+        for k in keys:
+            want.setdefault(self.group(k[2]), []).append(k)
+        tiers = [(1, unit.cell.model, self.b), *[(2, o, ob) for o, ob in self.observers]]
+        for track in spec.tracks:
+            for group, compute in self.probe_batches(unit, track):
+                if group in want:
+                    t = time.perf_counter()
+                    got = compute()
+                    dt = (time.perf_counter() - t) / max(len(got), 1)
+                    yield want[group], {(track, fam, scope, c, None): (*v, dt) for (c, fam, scope), v in got.items()}
+            if "observer" not in spec.conditions:
+                continue
+            for tier, name, backend in tiers:
+                for group, compute in self.observer_batches(unit, track, tier, backend):
+                    if group in want:
+                        t = time.perf_counter()
+                        obs = compute()
+                        dt = (time.perf_counter() - t) / max(len(obs), 1)
+                        yield want[group], {(track, fam, scope, "observer", tier): (text, ids, [], resp, dt, probe3, name)
+                                            for fam, (text, ids, probe3, resp) in obs.items() for scope in spec.scopes}
 
     # ------------------------------------------------------------------ preparation
     def track_axes(self, track: str) -> tuple[tuple[str, ...], int]:
@@ -105,7 +155,7 @@ class Engine(abc.ABC):
         return tuple(self.spec.probes), self.spec.probe_max_new_tokens
 
     def frame_system(self, frame: str) -> str | None:
-        """The system message of a context frame (``OwmiSpec.frame``): the shared introspection
+        """The system message of a context frame (``protocol/design.py``'s ``frame``): the shared introspection
         prompt (Section 6.1), or none for Track C's neutral frame -- Track C asks for a reflection
         "with no intervention cue and no introspective question" (Section 3.3), and a system prompt
         about introspecting on one's own processing is such a cue. With none given, the chat
@@ -246,5 +296,6 @@ class Engine(abc.ABC):
         return backend.chat_text(msgs, system=unit.system), ids, text3, answer
 
     def release(self, unit: Unit) -> None:
+        """Drop a unit's task generations and rows once its records are built (they hold caches)."""
         unit.gens.clear()
         unit.task_rows = None

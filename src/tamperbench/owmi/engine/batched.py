@@ -49,6 +49,7 @@ class BatchedEngine(Engine):
     """The conditions of a unit as rows of one batch (the production engine)."""
 
     kind = "batched"
+    calibration_paths = ("batched", "sequential")  # batched: the cell's units as rows (mean_js_rows)
 
     def __init__(self, backend, spec, observers: list[tuple[str, Any]] | None = None):
         super().__init__(backend, spec, observers)
@@ -81,13 +82,6 @@ class BatchedEngine(Engine):
     def observer_batches(self, unit, track: str, tier: int, backend) -> list[Batch]:
         fams, max_new = self.track_axes(track)
         return [((track, "observer", tier), lambda: self.observe_rows(backend, unit, track, fams, max_new))]
-
-    def calibration_path(self) -> str:
-        """Which ``mean_js`` the bisection runs: ``batched`` (the cell's units as rows of one ragged
-        forward per eta, :meth:`mean_js_rows`) or ``sequential`` (one teacher-forced forward per
-        unit, the reference). The two agree to float rounding, not bitwise (padded batched
-        kernels), so the path that ran is stored with the calibration."""
-        return "batched" if self.spec.calibration == "batched" else "sequential"
 
     def mean_js(self, units, eta: float) -> float:
         if self.calibration_path() == "batched":

@@ -25,45 +25,16 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import TYPE_CHECKING
 
 from tamperbench.errors import UserError
+from tamperbench.owmi.protocol.design import ObjectKind as ObjectKind  # the design's terms, named here as before
+from tamperbench.owmi.protocol.design import ObjectSpec as ObjectSpec
 
 if TYPE_CHECKING:  # torch loads when a target is used, not when a spec is read (`owmi run` checks it first)
     import torch
 
-ObjectKind = Literal["resid_pre", "resid_post", "attn_out", "mlp_out", "head", "sae_feature"]
-
-
 SAE_CFG_MAX_BYTES = 1 << 20  # an SAELens cfg.json is a few hundred bytes
-
-class ObjectSpec(BaseModel):
-    """What to alter. ``sae_site`` is the residual site the SAE reads (SAELens ``hook_name``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: ObjectKind
-    layer: int
-    head: int | None = None
-    sae_path: str | None = None
-    feature: int | None = None
-    sae_site: Literal["resid_pre", "resid_post"] = "resid_post"
-
-    @property
-    def site(self) -> str:
-        """The hook site string (``models/hooks.py``)."""
-        base = {"head": "head_out", "sae_feature": self.sae_site}.get(self.kind, self.kind)
-        return f"{base}.{self.layer}"
-
-    @property
-    def label(self) -> str:
-        if self.kind == "head":
-            return f"head_out.{self.layer}:h{self.head}"
-        if self.kind == "sae_feature":
-            return f"{self.sae_site}.{self.layer}:sae#{self.feature}"
-        return self.site
 
 
 class SAE:

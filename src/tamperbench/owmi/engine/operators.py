@@ -2,7 +2,7 @@
 
 Why a dose on every operator (Section 5): "each operator's strength parameter is a dose we set
 and vary, never a constant we tune until something happens". Each operator's dose has a stated
-domain, checked before any compute:
+domain (``protocol/design.py``: ``DOSE_DOMAIN``, ``check_dose``), checked before any compute:
 
 * ``zero``    v' = (1 - dose) v         dose in [0, 1]   (1 = full ablation)
 * ``scale``   v' = dose v               dose >= 0        (1 = unchanged, Section 3.6)
@@ -28,49 +28,20 @@ batch rows, so the conditions of an item can share one batch (``models.hooks.row
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from tamperbench.errors import UserError
 from tamperbench.owmi.engine.objects import Target
+from tamperbench.owmi.protocol.design import DOSE_DOMAIN as DOSE_DOMAIN  # the design's terms, named here as before
+from tamperbench.owmi.protocol.design import MAX_ABS_DOSE as MAX_ABS_DOSE
+from tamperbench.owmi.protocol.design import OPERATORS as OPERATORS
+from tamperbench.owmi.protocol.design import OperatorName as OperatorName
+from tamperbench.owmi.protocol.design import OperatorSpec as OperatorSpec
+from tamperbench.owmi.protocol.design import check_dose as check_dose
 
 if TYPE_CHECKING:  # torch loads at the first draw or hook call, not when a spec is read (see objects.py)
     import torch
-
-OperatorName = Literal["zero", "scale", "noise", "replace", "add"]
-OPERATORS: tuple[str, ...] = ("zero", "scale", "noise", "replace", "add")
-DOSE_DOMAIN = {"zero": (0.0, 1.0), "scale": (0.0, math.inf), "noise": (0.0, math.inf),
-               "replace": (0.0, 1.0), "add": (-math.inf, math.inf)}
-
-
-# WHY a bound on the unbounded doses (scale, noise, add): activations are float32 (max 3.4e38), and
-# the next normalisation squares them. A dose of 1e6 times an activation of norm 1e4 (far above the
-# residual norms of the models here) squares to 1e20 per coordinate, inside float32 with 18 orders of
-# magnitude to spare; a dose of 1e308 overflows to inf and every JS divergence after it is NaN.
-MAX_ABS_DOSE = 1e6
-
-
-def check_dose(operator: str, dose: float, field: str = "dose") -> None:
-    """One-line refusal of a dose outside the operator's domain (or an unknown operator)."""
-    if operator not in DOSE_DOMAIN:
-        raise UserError(f"operator: {operator!r} is not one of {', '.join(OPERATORS)}")
-    lo, hi = DOSE_DOMAIN[operator]
-    if not math.isfinite(dose) or not lo <= dose <= hi:
-        raise UserError(f"{field}: {dose} is outside the domain of '{operator}' ([{lo}, {hi}])")
-    if abs(dose) > MAX_ABS_DOSE:
-        raise UserError(f"{field}: {dose} is beyond what float32 activations can carry through the model "
-                        f"(|dose| at most {MAX_ABS_DOSE:g})")
-
-
-class OperatorSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: OperatorName
-    dose: float
-
 
 def noise_seed(seed: int, position: int) -> int:
     """The generator seed of the noise at one absolute token position (plain arithmetic, so a test

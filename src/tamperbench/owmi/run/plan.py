@@ -17,8 +17,9 @@ from typing import Any
 
 from tamperbench.errors import UserError
 from tamperbench.estimate import Plan, open_read_only
+from tamperbench.owmi.protocol.design import frames
 from tamperbench.owmi.protocol.records import CALIBRATION_TABLE, RUNS_TABLE, OwmiCalibration, OwmiRun
-from tamperbench.owmi.run.items import load_items, spec_items
+from tamperbench.owmi.run.spec import load_items, spec_items
 from tamperbench.runs.driver import Planned
 from tamperbench.runs.units import WorkUnit
 from tamperbench.store import RunStore, trial_key
@@ -92,7 +93,7 @@ def open_store(spec, store: RunStore, tally: dict | None = None) -> None:
 @dataclass(frozen=True)
 class FrameWork:
     """One work unit's payload: the pending (item, seed) units of one cell in one context frame
-    (``OwmiSpec.frames``), all picklable. ``todo``: ``(Cell, item, item index, seed, unstored keys)``
+    (``protocol/design.py``'s ``frames``), all picklable. ``todo``: ``(Cell, item, item index, seed, unstored keys)``
     of the frame's units with a record to write; ``everyone``: ``(Cell, item, item index, seed)`` of
     every unit of the cell (impact matching runs over all of them); ``calibration``: the cell's
     stored impact-matching row in this frame (``eta``, ``target_js``, ``achieved_js``), or None;
@@ -124,7 +125,7 @@ def plan_frames(spec, store, provenance_id: str, model: str) -> Planned:
 
     items = spec_items(spec)
     have = store.keys(RUNS_TABLE)
-    frames = spec.frames()
+    by_frame = frames(spec.tracks, spec.track_c_system)
     cells: dict[tuple, list] = {}
     for b in spec.benchmarks:
         for obj in spec.objects:
@@ -137,7 +138,7 @@ def plan_frames(spec, store, provenance_id: str, model: str) -> Planned:
     units, total, done = [], 0, 0
     for cell, members in cells.items():
         everyone = [(c, it, idx, seed) for c, it, idx, seed, _ in members]
-        for frame, tracks in frames.items():  # a frame's units share a task context
+        for fr, tracks in by_frame.items():  # a frame's units share a task context
             todo = []
             for c, it, idx, seed, keys in members:
                 missing = [k for k in keys if k[2]["track"] in tracks and k[0] not in have]
@@ -149,11 +150,11 @@ def plan_frames(spec, store, provenance_id: str, model: str) -> Planned:
                 continue
             stored, cal_key = None, ""
             if "random_matched" in spec.conditions:
-                cal_key = calibration_key(spec, model, cell, everyone, frame)
+                cal_key = calibration_key(spec, model, cell, everyone, fr)
                 rows = store.rows(CALIBRATION_TABLE, "WHERE key = ?", [cal_key])
                 stored = {k: rows[0][k] for k in ("eta", "target_js", "achieved_js")} if rows else None
-            units.append(WorkUnit("|".join(map(str, (model, *cell, frame))),
-                                  FrameWork(model, provenance_id, cell, frame, todo, everyone, stored, cal_key)))
+            units.append(WorkUnit("|".join(map(str, (model, *cell, fr))),
+                                  FrameWork(model, provenance_id, cell, fr, todo, everyone, stored, cal_key)))
     return Planned(units, total, done, label=model)
 
 
@@ -168,15 +169,15 @@ def unit_row_tokens(spec, pending: list[dict]) -> int:
     """Upper bound on the decoder's row-tokens for one (model, cell, item, seed) unit's pending
     records (their design fields, as ``planned_keys`` gives them): each record's probe
     answer to its budget (Track C's reflection budget), plus the task answer under every model
-    condition once per context frame those records run in (``execute.work`` prepares a unit once per
-    frame, ``OwmiSpec.frames``). ``run_plan`` and the run's progress bar count with this one
+    condition once per context frame those records run in (``runner.work`` prepares a unit once per
+    frame, ``protocol/design.py``'s ``frames``). ``run_plan`` and the run's progress bar count with this one
     function, so the bar counts down from the dry run's number."""
     from tamperbench.owmi.engine.unit import MODEL_CONDITIONS
 
     if not pending:
         return 0
-    frames = {spec.frame(d["track"]) for d in pending}
-    task = len(frames) * sum(c in MODEL_CONDITIONS for c in spec.conditions) * spec.task_max_new_tokens
+    in_frames = frames(tuple(d["track"] for d in pending), spec.track_c_system)
+    task = len(in_frames) * sum(c in MODEL_CONDITIONS for c in spec.conditions) * spec.task_max_new_tokens
     if spec.readout == "choice":  # a token-level read-out decodes no probe answer
         return task
     return task + sum(spec.reflection_max_new_tokens if d["track"] == "C" else spec.probe_max_new_tokens

@@ -15,7 +15,6 @@ from rich.table import Table
 
 from tamperbench.errors import UserError
 from tamperbench.owmi.score.fmt import READOUT_TAGS, READOUTS
-from tamperbench.owmi.score.score import analysis_view
 from tamperbench.owmi.protocol.records import RUNS_TABLE, analysable
 from tamperbench.store import RunStore
 
@@ -38,7 +37,21 @@ def _frame(cal: dict) -> str:
     return "no system message (Track C frame)" if cal.get("system_prompt") is None else "introspection system prompt"
 
 
+def finish(spec, store: RunStore, result) -> None:
+    """The run driver's ``finish`` step of ``owmi run`` (after the last unit): the tier-3 observer
+    classifier's rows (``observer_classifier.classifier_rows``), fitted on the stored records and
+    written beside them, so the summary below counts them. Here, with the summary, because both are
+    scoring over stored records: the run's one call into ``score`` at its end."""
+    if spec.observer_classifier:
+        from tamperbench.owmi.score.observer_classifier import classifier_rows
+
+        result.written[RUNS_TABLE] += store.write(RUNS_TABLE, classifier_rows(store.rows(RUNS_TABLE)))
+
+
 def render(run_dir: str | Path, console: Console) -> list[tuple]:
+    """Print the run's per-condition summary and the lines below it (read-out, impact matching); returns its rows."""
+    from tamperbench.owmi.score.score import analysis_view  # the estimators' module loads scipy: only here
+
     with RunStore.open_existing(run_dir, read_only=True) as store:
         if store.spec_dict.get("suite") != "owmi" or not store.has_table(RUNS_TABLE):
             raise UserError(f"{run_dir}: not an OWMI run (no {RUNS_TABLE} table)")

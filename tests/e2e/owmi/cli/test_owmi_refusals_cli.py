@@ -1,7 +1,7 @@
 """``tamperbench owmi run`` refuses a bad object on the real embedded model before any compute.
 
 A layer or head index out of range and SAE weights whose width does not match the site are checked
-against every model's config before any model loads (``owmi/run/validate.py``), as one ``error:``
+against every model's config before any model loads (``owmi/run/runner.py``), as one ``error:``
 line naming the model and the field, exit status 2, and no record stored. (A dose outside an
 operator's domain is refused from the spec alone: tests/unit/owmi/run/test_owmi_spec.py; an
 unsupported architecture: tests/unit/owmi/engine/test_owmi_objects_operators.py.) The CLI runs in-process

@@ -57,7 +57,7 @@ def test_known_positive_trains_scores_heldout_and_passes_through_owmi_run(embedd
     assert res["n_heldout"] == 8 and res["disjoint"] == {"at_spec": True, "at_evaluation": True}
     # the anchor names the weights it was fitted on as run records do: the GGUF read at float32 is quantized
     from tamperbench.owmi.score import identity
-    from tamperbench.owmi.run.record import _revision
+    from tamperbench.owmi.engine.record import _revision
 
     assert identity.of(res) == (spec.model, _revision(embedded_backend), "float32", True)
     assert res["dprime"]["estimate"] == pytest.approx(dprime_counts(res["hits"], 8, res["false_alarms"], 8))

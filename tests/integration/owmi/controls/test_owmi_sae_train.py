@@ -74,7 +74,7 @@ def test_full_example_passes_preflight_as_shipped(small_sae, tmp_path, monkeypat
     """examples/owmi_full.json names saes/smollm2-135m-resid-post-12 relative to the working folder
     (where `make demo` trains it); with the SAE there, preflight passes with the file unchanged."""
     from tamperbench.owmi.run.spec import load_spec
-    from tamperbench.owmi.run.validate import preflight
+    from tamperbench.owmi.run.runner import preflight
 
     _, out, _ = small_sae
     shutil.copytree(out, tmp_path / "saes" / "smollm2-135m-resid-post-12")

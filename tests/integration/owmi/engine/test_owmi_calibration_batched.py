@@ -20,7 +20,7 @@ from tamperbench.owmi.engine import base as engine_mod
 from tamperbench.owmi.engine import forward as fw
 from tamperbench.owmi.engine.batched import BatchedEngine as Engine
 from tamperbench.owmi.engine.unit import Cell
-from tamperbench.owmi.run.items import quick_items
+from tamperbench.owmi.run.spec import quick_items
 from tamperbench.owmi.run.spec import quick_spec
 
 pytestmark = pytest.mark.model

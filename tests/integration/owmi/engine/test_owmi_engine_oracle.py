@@ -22,8 +22,8 @@ from tamperbench.owmi.engine import engine_for
 from tamperbench.owmi.engine.batched import BatchedEngine
 from tamperbench.owmi.engine.reference import ReferenceEngine
 from tamperbench.owmi.engine.unit import Cell
-from tamperbench.owmi.run.execute import unit_records
-from tamperbench.owmi.run.items import quick_items
+from tamperbench.owmi.run.runner import unit_records
+from tamperbench.owmi.run.spec import quick_items
 from tamperbench.owmi.run.plan import planned_keys, unit_coords
 from tamperbench.owmi.run.spec import quick_spec
 

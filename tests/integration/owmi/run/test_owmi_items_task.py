@@ -4,7 +4,7 @@ task_correct was 0 in every condition, sham included, and damage could never sho
 
 from __future__ import annotations
 
-from tamperbench.owmi.run.items import quick_items, score_task
+from tamperbench.owmi.run.spec import quick_items, score_task
 from tamperbench.owmi.protocol.probes import system_prompt
 
 

@@ -28,8 +28,11 @@ def _spec(**over):
 
 
 def test_frames_follow_the_spec():
-    assert _spec().frames() == {"shared": ("A",), "neutral": ("C",)}
-    assert _spec(track_c_system="shared").frames() == {"shared": ("A", "C")}  # the earlier runs' context
+    from tamperbench.owmi.protocol.design import frames
+
+    assert frames(_spec().tracks, _spec().track_c_system) == {"shared": ("A",), "neutral": ("C",)}
+    shared = _spec(track_c_system="shared")
+    assert frames(shared.tracks, shared.track_c_system) == {"shared": ("A", "C")}  # the earlier runs' context
 
 
 @pytest.mark.model

@@ -71,7 +71,7 @@ def test_check_runs_100_pairs_on_heldout_directions_disjoint_from_training(tmp_p
     used = [spec.direction_seed(i, s) for i in range(spec.items_per_benchmark) for s in spec.seeds]
     assert len(used) == len(set(used)) == 100 and set(used) == set(kp.seeds("heldout"))
     assert not set(used) & set(kp.seeds("train")) and len(kp.seeds("train")) == 400
-    from tamperbench.owmi.run.items import load_items
+    from tamperbench.owmi.run.spec import load_items
 
     items = load_items("anchor", spec.items_per_benchmark)
     assert len({it.id for it in items}) == 50 and not {it.id for it in items} & {f"anchor-1-{k}" for k in range(400)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tamperbench.errors import UserError
-from tamperbench.owmi.run.validate import observer_available
+from tamperbench.owmi.run.runner import observer_available
 
 
 def test_hub_observer_not_in_the_local_cache_is_refused(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""OWMI refuses a remote model among the hooked ``models`` from the spec alone (owmi/run/validate.py).
+"""OWMI refuses a remote model among the hooked ``models`` from the spec alone (owmi/run/runner.py).
 
 Why: OWMI alters the weights' computation with forward hooks, which neither ``openai:`` nor
 ``vllm:`` backends offer. The capability check at load refuses them too, but only when their turn
@@ -14,7 +14,7 @@ import pytest
 from tamperbench.errors import UserError
 from tamperbench.models import registry
 from tamperbench.owmi.run.spec import parse_spec
-from tamperbench.owmi.run.validate import preflight
+from tamperbench.owmi.run.runner import preflight
 
 OBJ = {"objects": [{"kind": "resid_post", "layer": 3}], "operators": [{"name": "scale", "dose": 0.5}]}
 

@@ -91,7 +91,7 @@ def test_an_old_anchor_without_identity_attaches_by_name_only_under_one_identity
 
 def test_weights_identity_fills_the_fields_as_run_records_do():
     from tamperbench.models.provenance import ModelProvenance
-    from tamperbench.owmi.run.record import _revision
+    from tamperbench.owmi.engine.record import _revision
 
     def backend(**kw):
         return SimpleNamespace(provenance=ModelProvenance(source="s", kind="gguf", resolved_path="/p", sha256="sha-x",

@@ -127,10 +127,11 @@ def test_decay_names_track_cs_system_message_as_the_engine_sets_it():
     """Track C runs with no system message by default (``track_c_system='none'``): the decay module's
     path text used to say the introspection system prompt was still there."""
     from tamperbench.owmi.score import decay
+    from tamperbench.owmi.protocol.design import frame
     from tamperbench.owmi.run.spec import quick_spec
 
     spec = quick_spec(tracks=["A", "C"])
-    assert spec.track_c_system == "none" and spec.frame("C") == "neutral"
+    assert spec.track_c_system == "none" and frame("C", spec.track_c_system) == "neutral"
     text = decay.__doc__ + decay.TRACK_PATHS["C"]["path"]
     assert "still names introspection" not in text and "no system message" in decay.TRACK_PATHS["C"]["path"]
 

@@ -119,7 +119,7 @@ def test_unknown_readout_on_the_command_line_is_one_line_and_creates_nothing(tmp
 
 
 def test_resume_keys_differ_by_readout():
-    from tamperbench.owmi.run.items import quick_items
+    from tamperbench.owmi.run.spec import quick_items
     from tamperbench.owmi.run.plan import planned_keys, unit_coords
     from tamperbench.owmi.run.spec import quick_spec
 

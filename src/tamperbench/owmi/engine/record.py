@@ -1,4 +1,10 @@
-"""One stored record (Appendix D fields) from its planned key and its computed result."""
+"""One stored record (Appendix D fields) from its planned key and the engine's computed result.
+
+Why in the engine: everything a record holds but its key is what the engine computed or read --
+the unit (cell, item, seed, target, effects, generations), the batch's prompt, answer and timing,
+the read-out's detail and fields, the probe's text, the model's provenance -- so the engine hands
+the run finished records (``Engine.records``) and the run only keys, stores and counts them.
+(``run/record.py``, where this lived, still imports, with a DeprecationWarning.)"""
 
 from __future__ import annotations
 
@@ -14,10 +20,11 @@ def result_of(res: dict, d: dict) -> tuple:
     return res[(d["track"], d["probe"], d["scope"], d["condition"], d["observer_tier"])]
 
 
-def build(ctx, unit, k, res: dict) -> OwmiRun:
-    """The record of planned key ``k`` (key, pair id, design coordinates) of ``unit``. What this module
-    computes comes first; then what the read-out, the probe battery and the task's scorer say."""
-    eng, spec = ctx.engine, ctx.spec
+def build(eng, unit, k, res: dict, provenance_id: str) -> OwmiRun:
+    """The record of planned key ``k`` (key, pair id, design coordinates) of ``unit``, computed by engine
+    ``eng``. What this module computes comes first; then what the read-out, the probe battery and the
+    task's scorer say."""
+    spec = eng.spec
     key, pair_id, d = k
     item, cell, op = unit.item, unit.cell, unit.cell.op
     got = result_of(res, d)
@@ -25,7 +32,7 @@ def build(ctx, unit, k, res: dict) -> OwmiRun:
     toks, reply, fin = answer[:3]
     cond = d["condition"]
     model_revision = _revision(eng.b)  # the subject's: every observer tier of a cell meets in that cell (Eq. 8)
-    observer_revision = _revision(dict(ctx.observers)[d["observer_model"]]) if d["observer_tier"] == 2 else None
+    observer_revision = _revision(dict(eng.observers)[d["observer_model"]]) if d["observer_tier"] == 2 else None
     eff = unit.effects.get(cond, {}) if cond != "observer" else {}
     gen = unit.gens.get(cond) if cond != "observer" else None
     task_out = "" if d["track"] in ("A", "B_masked") else (gen[2] if gen else None)
@@ -41,7 +48,7 @@ def build(ctx, unit, k, res: dict) -> OwmiRun:
         answer_fields = parsed_fields(d["probe"], reply, eng.n_layers)
     probe = got[5] if cond == "observer" else probe_text(d["probe"], person="first", n_layers=eng.n_layers)
     return OwmiRun(
-        key=key, provenance_id=ctx.provenance_id, pair_id=pair_id, cell_id=cell_id, model=cell.model,
+        key=key, provenance_id=provenance_id, pair_id=pair_id, cell_id=cell_id, model=cell.model,
         model_revision=model_revision, observer_revision=observer_revision,
         dtype=str(eng.b.provenance.dtype), quantized=bool(eng.b.provenance.quantization),
         temperature=spec.temperature, top_p=spec.top_p,
@@ -92,7 +99,7 @@ def _revision(backend) -> str:
 
 
 def _task_score(item, out: str | None) -> float | None:
-    """The item's own scoring rule (the task adapters' scorer, as ``items.score_task``)."""
+    """The item's own scoring rule (the task adapters' scorer, as ``run/spec.py``'s ``score_task``)."""
     if not out:
         return None
     from tamperbench.tasks.scoring.score import score
