@@ -166,6 +166,19 @@ class OwmiSpec(BaseModel):
             return None
         return self.replace_directions[0] + index * len(self.seeds) + self.seeds.index(seed)
 
+    def frame(self, track: str) -> str:
+        """The context frame ``track`` runs in (``protocol.design.frame``; kept on the spec for callers of
+        earlier releases)."""
+        from tamperbench.owmi.protocol.design import frame
+
+        return frame(track, self.track_c_system)
+
+    def frames(self) -> dict[str, tuple[str, ...]]:
+        """frame -> the spec's tracks run in it, in spec order (``protocol.design.frames``)."""
+        from tamperbench.owmi.protocol.design import frames
+
+        return frames(self.tracks, self.track_c_system)
+
     @property
     def concept_cycle(self) -> tuple[str, ...]:
         from tamperbench.owmi.protocol.probes import concepts

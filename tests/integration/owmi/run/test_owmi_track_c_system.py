@@ -33,6 +33,7 @@ def test_frames_follow_the_spec():
     assert frames(_spec().tracks, _spec().track_c_system) == {"shared": ("A",), "neutral": ("C",)}
     shared = _spec(track_c_system="shared")
     assert frames(shared.tracks, shared.track_c_system) == {"shared": ("A", "C")}  # the earlier runs' context
+    assert _spec().frames() == frames(_spec().tracks, _spec().track_c_system) and _spec().frame("C") == "neutral"
 
 
 @pytest.mark.model
