@@ -78,7 +78,8 @@ test-fast: install-test
 #   make results LOGS=DIR             also read process logs named after the run directories (RUN.time or
 #                                     RUN.err from /usr/bin/time -v, RUN.rss, RUN.kills.txt): the scale section
 #                                     (default: runs/results/logs where it exists)
-# Run directories live in runs/results/ (git-ignored) and are resumed; a step whose run is unchanged since it
+# In the background, one step at a time with wall, CPU and memory logs for the page: tools/results_background.sh.
+# Run directories live in runs/results/ (committed, so another machine resumes them) and are resumed; a step whose run is unchanged since it
 # last finished is skipped, so a rerun with the runs present only rebuilds the page.
 RESULTS ?= paper
 LOGS ?=

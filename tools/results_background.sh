@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Run the paper-size steps of `make results` one after another in the background, each under /usr/bin/time -v
+# with one VmHWM/VmRSS sample a minute, so that `python tools/results.py --size paper --page-only` can show wall,
+# CPU and memory per run (its --logs folder, default runs/results/logs). Every step resumes its run directory,
+# so the script can be stopped (kill it, then the step's process) and started again at any time.
+#
+#   setsid nohup tools/results_background.sh > /dev/null 2>&1 &      # from the repository root, after make install-test
+#
+# Settings: NICE (default 19), OMP_NUM_THREADS (default 1: on a 2-core machine shared with other work, torch's two
+# threads beside one busy core run 10x slower than one thread, docs/benchmarks.md).
+set -u
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+L=runs/results/logs; R=runs/results; mkdir -p "$L"
+step() {
+  local name=$1; shift
+  echo "$(date -u +%FT%TZ) start $name: $*" >> "$L/chain.log"
+  nice -n "${NICE:-19}" /usr/bin/time -v -o "$L/$name.time.tmp" .venv/bin/tamperbench "$@" >> "$L/$name.log" 2>&1 &
+  local tp=$! pid=""
+  sleep 2; pid=$(pgrep -P "$tp" | head -1); echo "$pid" > "$L/current.pid"
+  while kill -0 "$tp" 2>/dev/null; do
+    if [ -n "$pid" ] && [ -r "/proc/$pid/status" ]; then
+      echo "$(date -u +%FT%TZ) $(grep -E 'VmHWM|VmRSS' "/proc/$pid/status" | tr -s ' \t\n' ' ' | sed 's/ kB//g; s/ *$//')" >> "$L/$name.rss"
+    fi
+    sleep 60 & wait $!
+  done
+  wait "$tp"; local rc=$?
+  cat "$L/$name.time.tmp" >> "$L/$name.time" 2>/dev/null; rm -f "$L/$name.time.tmp"
+  echo "$(date -u +%FT%TZ) end $name rc=$rc" >> "$L/chain.log"
+}
+step sleight-paper-embedded sleight run --model embedded --preset paper --out $R/sleight-paper-embedded
+step sleight-paper-embedded.evidence judge evidence $R/sleight-paper-embedded
+step owmi-known-positive-full-embedded owmi known-positive --model embedded --preset full --check --readout choice --out $R/owmi-known-positive-full-embedded
+step quote-standard-paper-r3-embedded quote run --model embedded --preset standard --arm both --sampling paper --repeats 3 --out $R/quote-standard-paper-r3-embedded
+step owmi-standard-choice-embedded owmi run --preset standard --model embedded --readout choice --out $R/owmi-standard-choice-embedded
+step owmi-standard-constrained-embedded owmi run --preset standard --model embedded --readout constrained --out $R/owmi-standard-constrained-embedded
+.venv/bin/tamperbench models install gemma3-270m >> "$L/chain.log" 2>&1
+step quote-standard-paper-r3-gemma3-270m quote run --model gemma3-270m --preset standard --arm both --sampling paper --repeats 3 --out $R/quote-standard-paper-r3-gemma3-270m
+step sleight-paper-gemma3-270m sleight run --model gemma3-270m --preset paper --out $R/sleight-paper-gemma3-270m
+step sleight-paper-gemma3-270m.evidence judge evidence $R/sleight-paper-gemma3-270m
+.venv/bin/python tools/results.py --size paper >> "$L/chain.log" 2>&1
