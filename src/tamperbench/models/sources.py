@@ -244,6 +244,7 @@ def _build_gguf_cache(gguf: Path, folder: Path) -> None:
     from rich.console import Console
     from rich.markup import escape
 
+    from tamperbench.models.gguf_once import one_parse
     from tamperbench.safeio.files import atomic_write
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -254,14 +255,15 @@ def _build_gguf_cache(gguf: Path, folder: Path) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder.parent))
     try:
-        try:
-            tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            gguf_model = AutoModelForCausalLM.from_pretrained(
-                gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-            )
-        except Exception as err:
-            raise UserError(f"model '{gguf}': transformers cannot load this GGUF ({err})") from None
-        cfg = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        with one_parse():  # the header (the whole vocabulary) is parsed once, not four times
+            try:
+                tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+                gguf_model = AutoModelForCausalLM.from_pretrained(
+                    gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+                )
+            except Exception as err:
+                raise UserError(f"model '{gguf}': transformers cannot load this GGUF ({err})") from None
+            cfg = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
         if hasattr(cfg, "quantization_config"):
             del cfg.quantization_config
         clean = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)

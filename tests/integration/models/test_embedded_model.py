@@ -30,8 +30,20 @@ def test_chat_template_default_system_prompt(embedded_backend):
     assert text.rstrip().endswith("<|im_start|>assistant")
 
 
-def test_corrupt_cache_is_detected_and_rebuilt(tmp_path, embedded_backend):
-    """Copy the real cache, flip one byte of the weights, and resolve again: it must rebuild."""
+def test_corrupt_cache_is_detected_and_rebuilt(tmp_path, embedded_backend, monkeypatch):
+    """Copy the real cache, flip one byte of the weights, and resolve again: it must rebuild, byte for byte
+    the same weights, reading the GGUF's header once (tokenizer, config and weights share one parse,
+    ``models/gguf_once.py``; transformers alone parses it four times)."""
+    import gguf
+
+    parses = []
+    real_reader = gguf.GGUFReader
+
+    def counting_reader(path, mode="r"):
+        parses.append(str(path))
+        return real_reader(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", counting_reader)
     good = resolve("embedded")
     home = tmp_path / "home"
     shutil.copytree(tamperbench_home() / "models" / good.sha256, home / "models" / good.sha256)
@@ -46,6 +58,8 @@ def test_corrupt_cache_is_detected_and_rebuilt(tmp_path, embedded_backend):
     assert sha256_file(weights) == sha256_file(good.load_dir / "model.safetensors")
     assert (weights.parent / MANIFEST).is_file()
     assert not list((home / "models").glob(".partial-*")), "the temporary build folder must not be left behind"
+    assert len(parses) == 1, parses
+    assert gguf.GGUFReader is counting_reader  # one_parse put back what it found
 
 
 def test_answer_and_models_commands(embedded_backend):
