@@ -51,26 +51,29 @@ ALL_TRACKS = ["A", "B_visible", "B_masked", "B_delayed", "C"]
 ALL_CONDITIONS = ["intervention", "sham", "random_unit", "random_matched", "observer"]
 
 
-@pytest.mark.parametrize("obj, op, when, tracks, probes, positions, conditions", [
-    ({"kind": "resid_post", "layer": 12}, {"name": "add", "dose": 64.0}, "prefill", ALL_TRACKS, ["detection"], "task",
-     ALL_CONDITIONS),
-    ({"kind": "head", "layer": 5, "head": 2}, {"name": "noise", "dose": 4.0}, "every_step", ["A", "B_delayed"],
+@pytest.mark.parametrize("model, obj, op, when, tracks, probes, positions, conditions", [
+    ("embedded", {"kind": "resid_post", "layer": 12}, {"name": "add", "dose": 64.0}, "prefill", ALL_TRACKS,
+     ["detection"], "task", ALL_CONDITIONS),
+    # the same property on random weights of SmolLM2's shape (conftest's tiny_smollm_backend): the engines'
+    # batching does not depend on the weights, and the real model keeps the cases before and after this one
+    ("tiny", {"kind": "head", "layer": 5, "head": 2}, {"name": "noise", "dose": 4.0}, "every_step", ["A", "B_delayed"],
      ["detection", "characterization"], "task", ALL_CONDITIONS),
     # the ragged path: B_visible with every position before the probe declared ("all"), so the rows
     # of one batch differ in length (each condition reads its own answer) and are hooked from
     # position 0 (no unhooked prefix to fork); noise is keyed by absolute position, so a row
     # whose positions were counted wrongly draws other noise. Two hooked conditions of different
     # lengths (so one of them is left-padded) and the sham; no observer, one probe: kept short.
-    ({"kind": "resid_post", "layer": 12}, {"name": "noise", "dose": 4.0}, "prefill", ["B_visible"], ["detection"], "all",
-     ["intervention", "sham", "random_unit"]),
+    ("embedded", {"kind": "resid_post", "layer": 12}, {"name": "noise", "dose": 4.0}, "prefill", ["B_visible"],
+     ["detection"], "all", ["intervention", "sham", "random_unit"]),
 ])
-def test_batched_records_equal_one_at_a_time(embedded_backend, obj, op, when, tracks, probes, positions, conditions):
+def test_batched_records_equal_one_at_a_time(request, model, obj, op, when, tracks, probes, positions, conditions):
+    backend = request.getfixturevalue("embedded_backend" if model == "embedded" else "tiny_smollm_backend")
     spec = quick_spec(objects=[obj], operators=[op], seeds=[0], when=when, items_per_benchmark=1, tracks=tracks, probes=probes,
                       task_max_new_tokens=8, probe_max_new_tokens=6, reflection_max_new_tokens=6,
                       observer_classifier=False, positions=positions, conditions=conditions)
     item = quick_items(1)[0]
-    ref, _ = _records(embedded_backend, spec, item, batched=False)
-    got, eng = _records(embedded_backend, spec, item, batched=True)
+    ref, _ = _records(backend, spec, item, batched=False)
+    got, eng = _records(backend, spec, item, batched=True)
     n_cells = sum(1 if t == "C" else len(probes) for t in tracks)
     assert set(got) == set(ref) and len(ref) == n_cells * 2 * len(conditions)  # x scopes x conditions
     for key, want in ref.items():

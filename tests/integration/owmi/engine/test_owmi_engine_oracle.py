@@ -79,11 +79,16 @@ def _spec(readout: str, layer: int = 12, **over):
     return quick_spec(**{**base, **over})
 
 
-@pytest.mark.parametrize("readout, scopes", [("choice", ["active", "lifted"]), ("generated", ["lifted"])])
-def test_batched_engine_writes_the_oracles_records(embedded_backend, readout, scopes):
+# ``generated`` runs on random weights of SmolLM2's shape (conftest's tiny_smollm_backend): decoding the
+# probes' answers row by row against the batch does not depend on the weights, and the real model keeps
+# the ``choice`` case (every option of every family scored) and the generated read-out's own tests
+@pytest.mark.parametrize("model, readout, scopes", [("embedded", "choice", ["active", "lifted"]),
+                                                    ("tiny", "generated", ["lifted"])])
+def test_batched_engine_writes_the_oracles_records(request, model, readout, scopes):
+    backend = request.getfixturevalue("embedded_backend" if model == "embedded" else "tiny_smollm_backend")
     spec = _spec(readout, scopes=scopes, conditions=["intervention", "sham", "random_unit", "observer"])
-    ref = _records(embedded_backend, spec, batched=False)
-    got = _records(embedded_backend, spec, batched=True)
+    ref = _records(backend, spec, batched=False)
+    got = _records(backend, spec, batched=True)
     checked = _compare(ref, got)
     assert len(ref) == len(FAMILIES) * len(scopes) * 4
     if readout == "choice":  # every record was read out and compared, active-scope tries hooked included
