@@ -132,9 +132,13 @@ def _examples(backend, spec: KnownPositiveSpec, seeds: list[int], n_layers: int,
     return out
 
 
-def _forward(model, batch: list[dict], spec: KnownPositiveSpec, target, ref_norm: float, pad: int):
-    """Logits (B, T, vocab) of a right-padded batch, each intervention row altered with its own
-    reference (seeded unit direction x ``ref_norm``), sham rows through the identity hook."""
+def _forward(model, batch: list[dict], spec: KnownPositiveSpec, target, ref_norm: float, pad: int, keep):
+    """Logits of a right-padded batch at the positions ``keep`` marks (a (B, T) boolean mask: the output head
+    runs on those positions only, flattened row by row to (marked, vocab), transformers' ``logits_to_keep``),
+    each intervention row altered with its own reference (seeded unit direction x ``ref_norm``), sham rows
+    through the identity hook. WHY the mask: the loss and the diagnostic read a few answer positions of
+    ~400-token rows, and the head over every position (49,152 columns on SmolLM2) was most of a step's
+    memory traffic."""
     import torch
 
     from tamperbench.models.hooks import hooks
@@ -156,7 +160,17 @@ def _forward(model, batch: list[dict], spec: KnownPositiveSpec, target, ref_norm
     ident = Intervention(target, spec.operator, spec.dose, positions=pos, rows=sham, identity=True, scope="lifted",
                          direction=torch.zeros(target.dim), reference=torch.zeros(target.dim))
     with hooks(model, [*(iv.hook_pairs() if rows else []), *ident.hook_pairs()]):
-        return model(input_ids=ids).logits
+        return model(input_ids=ids, logits_to_keep=keep).logits
+
+
+def _mask(batch: list[dict], spans: list[range]):
+    """The (B, T) boolean mask of a right-padded batch marking ``spans[i]`` in row ``i``."""
+    import torch
+
+    mask = torch.zeros(len(batch), max(len(ex["ids"]) for ex in batch), dtype=torch.bool)
+    for i, span in enumerate(spans):
+        mask[i, span.start:span.stop] = True
+    return mask
 
 
 def _batches(examples: list[dict], size: int, rng) -> list[list[dict]]:
@@ -199,12 +213,11 @@ def train(backend, spec: KnownPositiveSpec):
     peft_model.train()
     for _ in range(spec.epochs):
         for batch in _batches(examples, spec.batch_size, rng):
-            logits = _forward(inner, batch, spec, target, ref_norm, backend.pad_id)
-            tgt = torch.full(logits.shape[:2], -100, dtype=torch.long)
-            for i, ex in enumerate(batch):  # predict every answer token from the one before it
-                p = ex["prompt_len"]
-                tgt[i, p - 1:len(ex["ids"]) - 1] = torch.tensor(ex["ids"][p:])
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), tgt.flatten(), ignore_index=-100)
+            # predict every answer token from the one before it: the logits at prompt_len - 1 .. len - 2
+            spans = [range(ex["prompt_len"] - 1, len(ex["ids"]) - 1) for ex in batch]
+            logits = _forward(inner, batch, spec, target, ref_norm, backend.pad_id, _mask(batch, spans))
+            tgt = torch.tensor([t for ex in batch for t in ex["ids"][ex["prompt_len"]:]])  # row by row, as the mask
+            loss = torch.nn.functional.cross_entropy(logits.float(), tgt)
             loss.backward()
             opt.step()
             opt.zero_grad()
@@ -237,9 +250,10 @@ def evaluate(backend, spec: KnownPositiveSpec, peft_model, record: dict, *, n_bo
     examples = _examples(backend, spec, heldout, n_layers, offset=7919)
     with torch.inference_mode():
         for batch in _batches(examples, spec.batch_size, np.random.default_rng(0)):
-            logits = _forward(inner, batch, spec, target, ref_norm, backend.pad_id)
-            for i, ex in enumerate(batch):
-                pair = logits[i, ex["slot"], [yes, no]].float()
+            spans = [range(ex["slot"], ex["slot"] + 1) for ex in batch]
+            logits = _forward(inner, batch, spec, target, ref_norm, backend.pad_id, _mask(batch, spans))
+            for i, ex in enumerate(batch):  # one marked position a row: row i's logits are logits[i]
+                pair = logits[i, [yes, no]].float()
                 scores.setdefault(ex["seed"], {})[ex["condition"]] = float(torch.softmax(pair, 0)[0])
     seeds = sorted(scores)
     g_int = np.array([scores[s]["intervention"] for s in seeds])
