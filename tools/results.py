@@ -159,6 +159,15 @@ def _outputs(argv: list[str]) -> list[str]:
             if argv[:2] == ["owmi", "score"] else outs)
 
 
+def log_name(argv: list[str]) -> str:
+    """The name a step's process logs go under in ``--logs``: its run directory's name (the page reads
+    RUN.time, RUN.rss, RUN.kills.txt by that name), ``RUN.evidence`` for the evidence detector."""
+    outs = _outputs(argv)
+    if argv[:2] == ["judge", "evidence"]:
+        return Path(outs[0]).name + ".evidence"
+    return Path(outs[-1]).name
+
+
 def fingerprint(argv: list[str]) -> list:
     """Size and modification time of every database and score file under the step's directories."""
     out = []
@@ -273,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "results", help="where the run directories live")
     ap.add_argument("--docs", type=Path, default=ROOT / "docs", help="where results.md is written")
     ap.add_argument("--page-only", action="store_true", help="rebuild the page from the stored runs; run nothing")
+    ap.add_argument("--print-steps", action="store_true",
+                    help="print the steps, one a line: the log name (the run directory's name; RUN.evidence for the "
+                         "evidence detector), a tab, then the tamperbench arguments tab-separated; run nothing "
+                         "(tools/results_background.sh runs them)")
     ap.add_argument("--logs", type=Path, default=None,
                     help="process logs named after the run directories (RUN.time or RUN.err from /usr/bin/time -v, "
                          "RUN.rss, RUN.kills.txt): wall, CPU, memory and kill/resume evidence on the page "
@@ -282,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         args.logs = args.runs / "logs"
     models, notes = installable_models()
     p = plan(args.size, args.runs, models, notes, _cli_options("owmi", "run"), _cli_options("owmi", "known-positive"))
+    if args.print_steps:
+        for argv in p.steps:
+            print("\t".join([log_name(argv), *argv]))
+        return 0
     if args.logs is not None and not args.logs.is_dir():
         print(f"error: --logs: {args.logs} is not a directory", file=sys.stderr)
         return 2

@@ -308,6 +308,24 @@ def test_paper_plan_runs_both_models_without_a_judge_model():
     assert results._outputs(p.steps[-1]) == [*p.owmi, *p.anchors, p.score]
 
 
+def test_print_steps_is_the_plan_named_as_the_page_reads_its_logs(tmp_path, capsys):
+    """tools/results_background.sh runs what ``--print-steps`` prints: the plan's steps, each under the log name
+    the page's scale section looks up (the run directory's name; RUN.evidence for the evidence detector)."""
+    results = _tool("results")
+    assert results.main(["--size", "paper", "--runs", str(tmp_path), "--print-steps"]) == 0
+    lines = [ln.split("\t") for ln in capsys.readouterr().out.splitlines()]
+    models, notes = results.installable_models()
+    p = results.plan("paper", tmp_path, models, notes, results._cli_options("owmi", "run"),
+                     results._cli_options("owmi", "known-positive"))
+    assert [f[1:] for f in lines] == p.steps and not list(tmp_path.iterdir())  # nothing run, nothing written
+    names = {f[0]: f[1:] for f in lines}
+    assert names["sleight-paper-embedded"][:2] == ["sleight", "run"]
+    assert names["sleight-paper-embedded.evidence"] == ["judge", "evidence", str(tmp_path / "sleight-paper-embedded")]
+    assert names["owmi-score"][:2] == ["owmi", "score"] and len(names) == len(lines)
+    background = (ROOT / "tools" / "results_background.sh").read_text()
+    assert "--print-steps" in background and "sleight run" not in background  # the script holds no list of its own
+
+
 def test_a_rerun_skips_steps_whose_runs_are_unchanged_and_leaves_a_run_being_written_alone(tmp_path, capsys):
     results = _tool("results")
     run = str(write_synthetic_run(tmp_path / "sleight-a", questions=2, words=2, model="a"))
