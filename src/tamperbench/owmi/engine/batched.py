@@ -260,28 +260,38 @@ class BatchedEngine(CalibrationRows, Engine):
 
     # ------------------------------------------------------------------ teacher-forced effects
     def keep_baseline(self, unit) -> None:
-        """The baseline's teacher-forced log-probs, kept per task (every cell and seed of an item reads the same)."""
+        """The baseline's teacher-forced log-probs, kept per task (every cell and seed of an item reads the same):
+        those an earlier unit's batch computed (``effects_rows``), else one forward."""
+        key = self._base_key(unit)
+        if unit.base_chunks is None and key is not None:
+            if key not in self._base_lp:
+                ids, start = key
+                self._keep(key, list(fw.distributions(self.model, ids, start, None, self.spec.js_chunk)))
+            unit.base_chunks = self._base_lp[key]
+
+    def _base_key(self, unit) -> tuple | None:
+        """What the baseline's log-probs are kept under (None: over ``BASELINE_KEEP_BYTES``, not kept)."""
         from tamperbench.owmi.engine.unit import BASELINE_KEEP_BYTES
 
         ids, start = unit.task.ids + unit.base_ids, min(unit.task.declared) if unit.task.declared else 0
-        if unit.base_chunks is not None or (len(ids) - start) * self.vocab * 4 > BASELINE_KEEP_BYTES:
-            return
-        key = (tuple(ids), start)
-        if key not in self._base_lp:
-            while len(self._base_lp) >= BASE_MEMO:
-                self._base_lp.pop(next(iter(self._base_lp)))
-            self._base_lp[key] = list(fw.distributions(self.model, ids, start, None, self.spec.js_chunk))
-        unit.base_chunks = self._base_lp[key]
+        return (tuple(ids), start) if (len(ids) - start) * self.vocab * 4 <= BASELINE_KEEP_BYTES else None
+
+    def _keep(self, key: tuple, chunks: list) -> None:
+        while len(self._base_lp) >= BASE_MEMO:
+            self._base_lp.pop(next(iter(self._base_lp)))
+        self._base_lp[key] = chunks
 
     def effects_rows(self, unit, conds: list[str]) -> dict[str, dict]:
         """JS divergence and causal relevance of ``conds`` in one teacher-forced batch against the baseline's
-        kept log-probs (``keep_baseline``; where they do not fit, an unhooked first row of the batch).
-        The sham's hook writes nothing back, so its row is the baseline's computation: it is not run again,
-        its JS is exactly 0 and its answer log-probability the baseline's. Positions are fed
-        ``js_chunk // rows`` at a time: one block stays js_chunk x vocabulary."""
+        log-probs: those kept for this task (``keep_baseline``), else an unhooked first row of the batch
+        (then kept, where they fit). The sham's hook writes nothing back, so its row is the baseline's
+        computation: it is not run again, its JS is exactly 0 and its answer log-probability the
+        baseline's. Positions are fed ``js_chunk // rows`` at a time: one block stays js_chunk x vocabulary."""
         from tamperbench.owmi.engine.calibration_rows import _positions
 
-        self.keep_baseline(unit)
+        key = self._base_key(unit)
+        if unit.base_chunks is None and key in self._base_lp:
+            unit.base_chunks = self._base_lp[key]
         kept = unit.base_chunks
         run = [c for c in conds if c != "sham"]
         rids = run if kept is not None else [BASE, *run]
@@ -289,6 +299,7 @@ class BatchedEngine(CalibrationRows, Engine):
         start = min(unit.task.declared) if unit.task.declared else 0
         ivs = {c: self.make_iv(unit, c, unit.task.declared) for c in conds}
         total, peak, n = torch.zeros(len(run), dtype=torch.float64), torch.zeros(len(run)), len(ids) - start
+        fed: list = []  # the baseline row's log-probs, chunk by chunk
         if run:
             rows, fork = self.prefix.rows(self.model, [ids] * len(rids), start, rids)
             for c in run:
@@ -301,11 +312,16 @@ class BatchedEngine(CalibrationRows, Engine):
                 if keep <= 0:
                     continue
                 lp = torch.log_softmax(logits, dim=-1)
+                if kept is None:
+                    fed.append(lp[0].clone())
                 base = lp[:1] if kept is None else _positions(kept, hi - keep - start, hi - start)[None]
                 js = fw.js_rows(base, lp[len(rids) - len(run):])  # (conditions run, keep)
                 total += js.double().sum(1)
                 peak = torch.maximum(peak, js.max(1).values)
                 del logits, lp, js
+        if kept is None and key is not None and fed:
+            self._keep(key, fed)
+            unit.base_chunks = fed
         got = {c: (float(total[i] / n) if n else 0.0, float(peak[i])) for i, c in enumerate(run)}
         out = {c: dict(js_mean=got.get(c, (0.0, 0.0))[0], js_max=got.get(c, (0.0, 0.0))[1], js_positions=n,
                        delta_norm=ivs[c].mean_delta_norm) for c in conds}

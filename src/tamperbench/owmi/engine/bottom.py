@@ -134,7 +134,7 @@ def _below(model, cache, ids, mask, pos, rep_rows: list[int], split: int, inv, k
         kvs = [(torch.zeros((len(rep_rows), *k.shape[-3:-2], w, k.shape[-1]), dtype=k.dtype, device=k.device),
                 torch.zeros((len(rep_rows), *v.shape[-3:-2], w, v.shape[-1]), dtype=v.dtype, device=v.device))
                for k, v in some]
-        if miss:
+        if miss and kv is not None:
             at = torch.tensor(miss, dtype=torch.long, device=ids.device)
             full[at] = h
             for (K, V), (k, v) in zip(kvs, kv):
