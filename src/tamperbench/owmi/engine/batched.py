@@ -19,6 +19,10 @@ one-row cache is forked into every batch that starts with them (``ragged.PrefixC
 header serves every item and track). The task's cache, generated under each condition's hook,
 is kept per condition and copied into every probe family of the delayed tracks.
 
+Across units: the layers below the hook are kept by the tokens fed (``lower.py``: every cell and seed of an
+item feeds the same contexts there), the baseline's log-probs per task, and the sham's probe answers per
+context (its hook writes nothing back, so it is not run again once an earlier unit ran it).
+
 Batch composition never depends on what a resumed run still has to do (always every model
 condition of the spec, in spec order), so a resumed group is computed by the same batch rows as
 in an uninterrupted run.
