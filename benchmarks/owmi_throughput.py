@@ -29,7 +29,7 @@ fraction of it = roofline seconds / measured seconds.
 Usage:
   .venv/bin/python benchmarks/owmi_throughput.py                         # quick preset + check, old vs new
   .venv/bin/python benchmarks/owmi_throughput.py --items 1 --operators 1 --seeds 1 --skip-check
-  options: --old COMMIT (default 6d4615e), --skip-old, --repeats N, --kp-adapter DIR (the adapted model of
+  options: --old COMMIT (default 6d4615e), --skip-old, --skip-quick, --repeats N, --kp-adapter DIR (the adapted model of
   ``owmi known-positive --preset demo --out X``: X/adapter; without it the check's base-model half runs)
 """
 
@@ -249,7 +249,7 @@ def specs(pkg: str, a) -> dict:
         over["operators"] = [o.model_dump(mode="json") for o in full.operators[: a.operators]]
     if a.seeds:
         over["seeds"] = list(full.seeds[: a.seeds])
-    out = {"quick": spec_mod.quick_spec(**over)}
+    out = {} if a.skip_quick else {"quick": spec_mod.quick_spec(**over)}
     if not a.skip_check:
         pc = module(pkg, "controls.positive_check", "analysis.positive_check")
         try:  # nine anchor items, one seed: nine held-out directions
@@ -269,6 +269,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--old", default="6d4615e", help="the commit whose engine is the baseline")
     ap.add_argument("--skip-old", action="store_true")
     ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--skip-quick", action="store_true", help="the known-positive check's spec alone")
     ap.add_argument("--items", type=int, default=None)
     ap.add_argument("--operators", type=int, default=None)
     ap.add_argument("--seeds", type=int, default=None)

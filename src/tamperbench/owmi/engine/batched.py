@@ -19,6 +19,10 @@ one-row cache is forked into every batch that starts with them (``ragged.PrefixC
 header serves every item and track). The task's cache, generated under each condition's hook,
 is kept per condition and copied into every probe family of the delayed tracks.
 
+Across units: the layers below the hook are kept by the tokens fed (``lower.py``: every cell and seed of an
+item feeds the same contexts there), the baseline's log-probs per task, and the sham's probe answers per
+context (its hook writes nothing back, so it is not run again once an earlier unit ran it).
+
 Batch composition never depends on what a resumed run still has to do (always every model
 condition of the spec, in spec order), so a resumed group is computed by the same batch rows as
 in an uninterrupted run.
@@ -39,13 +43,15 @@ import torch
 from tamperbench.owmi.engine import contexts as cx
 from tamperbench.owmi.engine import forward as fw
 from tamperbench.owmi.engine.base import Batch, Engine
+from tamperbench.owmi.engine.calibration_rows import BASE, CalibrationRows
+from tamperbench.owmi.engine.calibration_rows import _positions as _positions  # where it lived
 from tamperbench.owmi.protocol.probes import probe_text
-
-BASE = "__baseline__"  # the unhooked row of a teacher-forced batch
+BASE_MEMO = 16  # tasks whose baseline log-probs (and gold answer log-probability) the engine keeps
+SHAM_MEMO = 256  # the sham's probe answers kept by context (probe_rows)
 OBSERVER_MEMO = 64  # observer batches kept for later units reading the same record (owmi/engine/batched.py observe_rows)
 
 
-class BatchedEngine(Engine):
+class BatchedEngine(CalibrationRows, Engine):
     """The conditions of a unit as rows of one batch (the production engine)."""
 
     kind = "batched"
@@ -53,9 +59,18 @@ class BatchedEngine(Engine):
 
     def __init__(self, backend, spec, observers: list[tuple[str, Any]] | None = None):
         super().__init__(backend, spec, observers)
+        from tamperbench.owmi.engine.lower import LowerStore
+        from tamperbench.owmi.engine.ragged import PrefixCache
+
+        # the layers below the hook, kept across batches by the tokens fed (lower.py): every cell and seed of an
+        # item feeds the same contexts there
+        self.prefix = PrefixCache(store=LowerStore())
         # the last calibration's rows per batch and why (memory.BatchChoice; None: none batched yet)
         self.calibration_batch: Any = None
         self._observed: dict = {}  # observer batches by the record they read (observe_rows)
+        self._base_lp: dict = {}  # (task + baseline answer ids, start) -> the baseline's log-probs (keep_baseline)
+        self._base_answer: dict[tuple, float] = {}
+        self._sham: dict[tuple, Any] = {}  # (track, family, context ids, answer budget) -> the sham's answer  # task + gold ids -> the baseline's log p(gold) (_answer_rows)
 
     # ------------------------------------------------------------------ what the runner asks
     def effects(self, unit, conds: list[str]) -> dict[str, dict]:
@@ -120,13 +135,20 @@ class BatchedEngine(Engine):
         ``_context`` (B_visible: its condition's own task output, so rows differ in length). The
         part before the probe is fed once per distinct prefix and condition -- the scopes differ only
         from the probe on (phase ``probe``), so a condition's prefill is one row whatever the scopes --
-        and copied for each (scope, family)."""
-        conds = self.model_conditions()
-        defs = [(c, s) for c in conds for s in scopes]
-        twins = self._twins(defs)
+        and copied for each (scope, family).
+
+        The sham's rows are the unhooked model's answers to its contexts (its hook writes nothing back in any
+        phase): kept by context (``_sham``), so a later unit whose sham reads the same contexts (every cell and
+        seed of an item on Tracks A and B_masked) takes them instead of running the rows again."""
         if track == "B_visible":
             self.task_rows(unit)
-        ctxs = {(f, c): self.context(unit, track, f, c) for f in families for c in conds}
+        every = self.model_conditions()
+        ctxs = {(f, c): self.context(unit, track, f, c) for f in families for c in every}
+        memo = {f: (track, f, tuple(ctxs[(f, "sham")].ids), max_new) for f in families} if "sham" in every else {}
+        known = bool(memo) and all(k in self._sham for k in memo.values())
+        conds = [c for c in every if not (known and c == "sham")]
+        defs = [(c, s) for c in conds for s in scopes]
+        twins = self._twins(defs)
         groups: dict[tuple, list[str]] = {}  # the conditions' prefixes -> the families sharing them
         for f in families:
             groups.setdefault(tuple(tuple(ctxs[(f, c)].ids[: ctxs[(f, c)].split]) for c in conds), []).append(f)
@@ -155,6 +177,14 @@ class BatchedEngine(Engine):
                     for f in part:
                         ctx = ctxs[(f, c)]
                         out[(c, f, s)] = (ctx.text, ctx.ids, ctx.declared, got[(*twins.get((c, s), (c, s)), f)])
+        for f, key in memo.items():  # the sham's answers: kept from this batch, or taken from an earlier one
+            if known:
+                ctx = ctxs[(f, "sham")]
+                out.update({("sham", f, sc): (ctx.text, ctx.ids, ctx.declared, self._sham[key]) for sc in scopes})
+            else:
+                while len(self._sham) >= SHAM_MEMO:
+                    self._sham.pop(next(iter(self._sham)))
+                self._sham[key] = out[("sham", f, scopes[0])][3]
         return out
 
     @staticmethod
@@ -233,33 +263,72 @@ class BatchedEngine(Engine):
                     probe_text(f, person="third", n_layers=self.n_layers), got[f]) for f in fams}
 
     # ------------------------------------------------------------------ teacher-forced effects
+    def keep_baseline(self, unit) -> None:
+        """The baseline's teacher-forced log-probs, kept per task (every cell and seed of an item reads the same):
+        those an earlier unit's batch computed (``effects_rows``), else one forward."""
+        key = self._base_key(unit)
+        if unit.base_chunks is None and key is not None:
+            if key not in self._base_lp:
+                ids, start = key
+                self._keep(key, list(fw.distributions(self.model, ids, start, None, self.spec.js_chunk)))
+            unit.base_chunks = self._base_lp[key]
+
+    def _base_key(self, unit) -> tuple | None:
+        """What the baseline's log-probs are kept under (None: over ``BASELINE_KEEP_BYTES``, not kept)."""
+        from tamperbench.owmi.engine.unit import BASELINE_KEEP_BYTES
+
+        ids, start = unit.task.ids + unit.base_ids, min(unit.task.declared) if unit.task.declared else 0
+        return (tuple(ids), start) if (len(ids) - start) * self.vocab * 4 <= BASELINE_KEEP_BYTES else None
+
+    def _keep(self, key: tuple, chunks: list) -> None:
+        while len(self._base_lp) >= BASE_MEMO:
+            self._base_lp.pop(next(iter(self._base_lp)))
+        self._base_lp[key] = chunks
+
     def effects_rows(self, unit, conds: list[str]) -> dict[str, dict]:
-        """JS divergence and causal relevance of ``conds`` in one teacher-forced batch with the
-        baseline as its unhooked first row (so a sham's row is computed exactly as the baseline's).
-        Positions are fed ``js_chunk // rows`` at a time: one block stays js_chunk x vocabulary."""
-        rids = [BASE, *conds]
+        """JS divergence and causal relevance of ``conds`` in one teacher-forced batch against the baseline's
+        log-probs: those kept for this task (``keep_baseline``), else an unhooked first row of the batch
+        (then kept, where they fit). The sham's hook writes nothing back, so its row is the baseline's
+        computation: it is not run again, its JS is exactly 0 and its answer log-probability the
+        baseline's. Positions are fed ``js_chunk // rows`` at a time: one block stays js_chunk x vocabulary."""
+        from tamperbench.owmi.engine.calibration_rows import _positions
+
+        key = self._base_key(unit)
+        if unit.base_chunks is None and key in self._base_lp:
+            unit.base_chunks = self._base_lp[key]
+        kept = unit.base_chunks
+        run = [c for c in conds if c != "sham"]
+        rids = run if kept is not None else [BASE, *run]
         ids = unit.task.ids + unit.base_ids
         start = min(unit.task.declared) if unit.task.declared else 0
         ivs = {c: self.make_iv(unit, c, unit.task.declared) for c in conds}
-        rows, fork = self.prefix.rows(self.model, [ids] * len(rids), start, rids)
-        for c in conds:
-            rows.attach(c, ivs[c])
-        step = max(1, self.spec.js_chunk // len(rids))
-        total, peak, n = torch.zeros(len(conds), dtype=torch.float64), torch.zeros(len(conds)), 0
-        for lo in range(fork, len(ids), step):
-            hi = min(lo + step, len(ids))
-            keep = hi - max(start, lo)
-            logits = rows.extend([ids[lo:hi]] * len(rids), "prefill", keep=max(keep, 1))
-            if keep <= 0:
-                continue
-            lp = torch.log_softmax(logits, dim=-1)
-            js = fw.js_rows(lp[:1], lp[1:])  # (conds, keep)
-            total += js.double().sum(1)
-            peak = torch.maximum(peak, js.max(1).values)
-            n += keep
-            del logits, lp, js
-        out = {c: dict(js_mean=float(total[i] / n) if n else 0.0, js_max=float(peak[i]), js_positions=n,
-                       delta_norm=ivs[c].mean_delta_norm) for i, c in enumerate(conds)}
+        total, peak, n = torch.zeros(len(run), dtype=torch.float64), torch.zeros(len(run)), len(ids) - start
+        fed: list = []  # the baseline row's log-probs, chunk by chunk
+        if run:
+            rows, fork = self.prefix.rows(self.model, [ids] * len(rids), start, rids)
+            for c in run:
+                rows.attach(c, ivs[c])
+            step = max(1, self.spec.js_chunk // len(rids))
+            for lo in range(fork, len(ids), step):
+                hi = min(lo + step, len(ids))
+                keep = hi - max(start, lo)
+                logits = rows.extend([ids[lo:hi]] * len(rids), "prefill", keep=max(keep, 1))
+                if keep <= 0:
+                    continue
+                lp = torch.log_softmax(logits, dim=-1)
+                if kept is None:
+                    fed.append(lp[0].clone())
+                base = lp[:1] if kept is None else _positions(kept, hi - keep - start, hi - start)[None]
+                js = fw.js_rows(base, lp[len(rids) - len(run):])  # (conditions run, keep)
+                total += js.double().sum(1)
+                peak = torch.maximum(peak, js.max(1).values)
+                del logits, lp, js
+        if kept is None and key is not None and fed:
+            self._keep(key, fed)
+            unit.base_chunks = fed
+        got = {c: (float(total[i] / n) if n else 0.0, float(peak[i])) for i, c in enumerate(run)}
+        out = {c: dict(js_mean=got.get(c, (0.0, 0.0))[0], js_max=got.get(c, (0.0, 0.0))[1], js_positions=n,
+                       delta_norm=ivs[c].mean_delta_norm) for c in conds}
         if unit.item.answer:
             lps = self._answer_rows(unit, conds)
             unit.base_answer_lp = lps[BASE]
@@ -269,107 +338,26 @@ class BatchedEngine(Engine):
         return out
 
     def _answer_rows(self, unit, conds: list[str]) -> dict[str, float]:
-        """Teacher-forced log p(gold | task) for the baseline and every condition, one forward."""
+        """Teacher-forced log p(gold | task) for the baseline and every condition, one forward; the
+        baseline's kept per task and gold answer, the sham's the baseline's."""
         gold = self.b.tokenizer(unit.item.answer, add_special_tokens=False)["input_ids"]
-        rids = [BASE, *conds]
         ids = unit.task.ids + list(gold)
-        k = len(unit.task.ids) - 1
-        start = min(unit.task.declared) if unit.task.declared else 0
-        rows, fork = self.prefix.rows(self.model, [ids] * len(rids), min(start, k), rids)
-        for c in conds:
-            rows.attach(c, self.make_iv(unit, c, unit.task.declared))
-        lp = torch.log_softmax(rows.extend([ids[fork:]] * len(rids), "prefill", keep=len(ids) - k), dim=-1)
-        targets = torch.tensor(ids[k + 1:])
-        got = lp[:, : len(targets)].gather(2, targets[None, :, None].expand(len(rids), -1, 1))[..., 0]
-        return {r: float(got[i].sum()) for i, r in enumerate(rids)}
-
-    # ------------------------------------------------------------------ impact matching (Eq. 7)
-    def mean_js_rows(self, units, eta: float) -> float:
-        """Eq. 7's E[D(eta)]: the cell's units under ``random_matched`` at norm ``eta`` as rows of one
-        ragged teacher-forced batch (task prompt + baseline answer per unit; lengths differ, so each
-        block is left-padded and masked), instead of one forward per unit.
-
-        Each row is fed ``js_chunk // rows`` positions per forward (one block stays js_chunk x
-        vocabulary, as in :meth:`effects_rows`); a row that has run out takes holes. The baseline
-        log-probs are the unit's kept chunks (``keep_baseline``); a unit over that budget gets an
-        unhooked baseline row of its own in the same batch. Returns the mean over units of each
-        unit's mean JS, the sequential path's formula (``Engine.calibrate``). Units run in groups of
-        as many rows as memory allows (:meth:`calibration_groups`); one group when all fit."""
-        per_unit: list[float] = []
-        for group in self.calibration_groups(units):
-            per_unit += self._mean_js_group(group, eta)
-        return sum(per_unit) / len(units)
-
-    def calibration_groups(self, units, free: int | None = None) -> list[list]:
-        """Consecutive groups of ``units`` whose rows (one each, two without kept baseline log-probs)
-        fit in memory at the longest row's length; sets ``calibration_batch`` (rows, why).
-        ``free``: bytes of free memory (None: read this machine)."""
-        from tamperbench.models.memory import ragged_rows
-
-        need = [1 if u.base_chunks is not None else 2 for u in units]
-        length = max(len(u.task.ids) + len(u.base_ids) for u in units)
-        choice = ragged_rows(self.model, next(self.model.parameters()).device, length=length, limit=sum(need),
-                             block_tokens=self.spec.js_chunk, free=free)
-        self.calibration_batch = choice
-        groups: list[list] = [[]]
-        rows = 0
-        for u, k in zip(units, need):
-            if groups[-1] and rows + k > choice.rows:
-                groups.append([])
-                rows = 0
-            groups[-1].append(u)
-            rows += k
-        return groups
-
-    def _mean_js_group(self, units, eta: float) -> list[float]:
-        """Each unit's mean JS at ``eta``, the units as rows of one ragged batch (:meth:`mean_js_rows`)."""
-        seqs = [u.task.ids + u.base_ids for u in units]
-        starts = [min(u.task.declared) if u.task.declared else 0 for u in units]
-        rids = [("rm", i) for i in range(len(units))]
-        rids += [(BASE, i) for i, u in enumerate(units) if u.base_chunks is None]
-        row_seq = [seqs[i] for _, i in rids]
-        rows, fork = self.prefix.rows(self.model, row_seq, min(starts), rids)
-        for i, u in enumerate(units):
-            u.eta = eta
-            rows.attach(("rm", i), self.make_iv(u, "random_matched", u.task.declared))
-        step = max(1, self.spec.js_chunk // len(rids))
-        at = {r: fork for r in rids}  # next position to feed, per row
-        total = torch.zeros(len(units), dtype=torch.float64)
-        n = [0] * len(units)
-        while any(at[r] < len(s) for r, s in zip(rids, row_seq)):
-            blocks = [s[at[r]: at[r] + step] for r, s in zip(rids, row_seq)]
-            w = max(len(b) for b in blocks)
-            logits = rows.extend(blocks, "prefill", keep=w)  # (rows, w, V), each row right-aligned
-            lps = {}
-            for k, (r, b) in enumerate(zip(rids, blocks)):
-                i, lo, hi = r[1], at[r], at[r] + len(b)
-                a = max(lo, starts[i])
-                if a < hi:  # the row's scored positions a..hi-1 are its last hi - a columns
-                    lps[r] = (a, hi, torch.log_softmax(logits[k, w - (hi - a):], dim=-1))
-            del logits
-            for i, u in enumerate(units):
-                if ("rm", i) not in lps:
-                    continue
-                a, hi, lq = lps[("rm", i)]
-                lp = lps[(BASE, i)][2] if u.base_chunks is None else _positions(u.base_chunks, a - starts[i],
-                                                                               hi - starts[i])
-                js = fw.js_rows(lp, lq)
-                total[i] += float(js.sum())
-                n[i] += js.numel()
-            for r, b in zip(rids, blocks):
-                at[r] += len(b)
-        return [float(total[i]) / n[i] if n[i] else 0.0 for i in range(len(units))]
-
-
-def _positions(chunks: list[torch.Tensor], lo: int, hi: int) -> torch.Tensor:
-    """Rows ``lo..hi-1`` of the concatenation of ``chunks`` (the kept baseline log-probs), without
-    concatenating the whole list."""
-    out, base = [], 0
-    for c in chunks:
-        a, b = max(lo, base), min(hi, base + c.shape[0])
-        if a < b:
-            out.append(c[a - base: b - base])
-        base += c.shape[0]
-        if base >= hi:
-            break
-    return out[0] if len(out) == 1 else torch.cat(out)
+        known = self._base_answer.get(tuple(ids))
+        rids = [c for c in conds if c != "sham"] if known is not None else [BASE, *[c for c in conds if c != "sham"]]
+        got: dict[str, float] = {}
+        if rids:
+            k = len(unit.task.ids) - 1
+            start = min(unit.task.declared) if unit.task.declared else 0
+            rows, fork = self.prefix.rows(self.model, [ids] * len(rids), min(start, k), rids)
+            for c in rids:
+                if c != BASE:
+                    rows.attach(c, self.make_iv(unit, c, unit.task.declared))
+            lp = torch.log_softmax(rows.extend([ids[fork:]] * len(rids), "prefill", keep=len(ids) - k), dim=-1)
+            targets = torch.tensor(ids[k + 1:])
+            lps = lp[:, : len(targets)].gather(2, targets[None, :, None].expand(len(rids), -1, 1))[..., 0]
+            got = {r: float(lps[i].sum()) for i, r in enumerate(rids)}
+        if known is None:
+            while len(self._base_answer) >= BASE_MEMO:
+                self._base_answer.pop(next(iter(self._base_answer)))
+            known = self._base_answer[tuple(ids)] = got[BASE]
+        return {BASE: known, **got, **({"sham": known} if "sham" in conds else {})}

@@ -56,7 +56,7 @@ def _select(cache, idx: torch.Tensor):
 class Rows:
     """A batch of rows addressed by stable ids (any hashables), each with its own length."""
 
-    def __init__(self, model, cache, mask: torch.Tensor, rids: Sequence):
+    def __init__(self, model, cache, mask: torch.Tensor, rids: Sequence, store=None):
         from tamperbench.owmi.engine.forward import _cache_kw
 
         self.model, self.cache, self.mask = model, cache, mask
@@ -69,26 +69,39 @@ class Rows:
         # bottom groups (``bottom.py``): rows of one label hold the same tokens at the same columns, so the
         # same keys/values below the hooked layer; a new batch's rows are all distinct until told otherwise
         self.bottom: list[int] = list(range(len(self.rids)))
+        # each row's real tokens (what keys its lower layers in ``store``, a ``lower.LowerStore``; None: none kept)
+        # and the lowest layer a hook of the row has run at (its cache below that layer is the model's own)
+        self.store = store
+        self.hist: list[tuple[int, ...]] = [()] * len(self.rids)
+        self.low: list[int] = [1 << 30] * len(self.rids)
         from tamperbench.models.decoding.packed_linear import packed_linears_for
 
         self._packed = packed_linears_for(model)
 
     @classmethod
-    def fork(cls, model, prefix_cache, rids: Sequence) -> Rows:
-        """``len(rids)`` copies of a one-row prefix cache (the shared, unhooked tokens)."""
+    def fork(cls, model, prefix_cache, rids: Sequence, ids: Sequence[int] = (), store=None) -> Rows:
+        """``len(rids)`` copies of a one-row prefix cache (the shared, unhooked tokens ``ids``)."""
         n = prefix_cache.get_seq_length() if prefix_cache is not None else 0
         cache = _select(prefix_cache, torch.zeros(len(rids), dtype=torch.long)) if n else _select_empty()
-        rows = cls(model, cache, torch.ones(len(rids), n, dtype=torch.bool), rids)
+        rows = cls(model, cache, torch.ones(len(rids), n, dtype=torch.bool), rids, store)
         rows.bottom = [0] * len(rids)  # copies of one prefix
+        if store is not None and len(ids) != n:
+            raise ValueError(f"prefix of {len(ids)} tokens for a cache of {n} columns")
+        rows.hist = [tuple(ids)] * len(rids)
+        return rows
+
+    def _take(self, rows: Rows, order: Sequence[int]) -> Rows:
+        """``rows`` given the bookkeeping of this batch's rows ``order``."""
+        rows.bottom = [self.bottom[i] for i in order]
+        rows.hist = [self.hist[i] for i in order]
+        rows.low = [self.low[i] for i in order]
         return rows
 
     def select(self, order: Sequence[int], rids: Sequence) -> Rows:
         """A copy made of rows ``order`` (batch indices, repeats allowed) under new ids; this batch is
         left intact, so one task cache serves every probe family."""
         idx = torch.tensor(list(order), dtype=torch.long)
-        rows = Rows(self.model, _select(self.cache, idx), self.mask[idx].clone(), rids)
-        rows.bottom = [self.bottom[i] for i in order]
-        return rows
+        return self._take(Rows(self.model, _select(self.cache, idx), self.mask[idx].clone(), rids, self.store), order)
 
     def attach(self, rid, iv: Intervention | None) -> None:
         """Hook ``iv`` on row ``rid`` only; it follows the row when finished rows are compacted away."""
@@ -135,22 +148,34 @@ class Rows:
         packed = self._packed.active() if self._packed is not None and w == 1 else nullcontext()
         intern: dict = {}
         groups = [intern.setdefault((g, tuple(x)), len(intern)) for g, x in zip(self.bottom, blocks)]
+        keys = [(h, tuple(x)) for h, x in zip(self.hist, blocks)]
         with self._hooks(), packed:
-            logits = self._forward(ids, am, pos, keep, groups)
+            logits = self._forward(ids, am, pos, keep, groups, keys, [len(x) for x in blocks])
         self.forwards += 1
         self.mask, self.pos, self.bottom = mask, self.pos + lens, groups
+        self.hist = [h + tuple(x) for h, x in zip(self.hist, blocks)]
         return logits[:, -keep:].float()
 
-    def _forward(self, ids: torch.Tensor, am, pos: torch.Tensor, keep: int, groups: list[int]) -> torch.Tensor:
+    def _forward(self, ids: torch.Tensor, am, pos: torch.Tensor, keep: int, groups: list[int], keys: list,
+                 real: list[int]) -> torch.Tensor:
         """One forward of the batch: the layers below the first hooked one once per bottom group
-        (``bottom.forward``) where rows share one, else the model's own forward."""
+        (``bottom.forward``) where rows share one or the lower-layer store may hold them, else the model's
+        own forward. ``keys[r]``: what row r's block is kept under in the store (``lower.py``)."""
         from tamperbench.owmi.engine import bottom
 
         n_layers = int(self.model.config.num_hidden_layers)
         split = bottom.hooked_layer([iv.target.site for rid, iv in self.ivs if rid in self.rids], n_layers)
+        for rid, iv in self.ivs:  # the rows whose lower layers a hook has written from now on
+            if rid in self.rids:
+                r = self.rids.index(rid)
+                self.low[r] = min(self.low[r], bottom.hooked_layer([iv.target.site], n_layers))
         am = None if am is None else am.to(self.dev)
-        if split and len(set(groups)) < len(groups) and bottom.splittable(self.model):
-            return bottom.forward(self.model, self.cache, ids.to(self.dev), am, pos.to(self.dev), keep, groups, split)
+        kept = self.store is not None and split < n_layers
+        if split and (kept or len(set(groups)) < len(groups)) and bottom.splittable(self.model):
+            store_keys = [(id(self.model), split, *k) if kept and self.low[r] >= split else None
+                          for r, k in enumerate(keys)]
+            return bottom.forward(self.model, self.cache, ids.to(self.dev), am, pos.to(self.dev), keep, groups, split,
+                                  store_keys, real, self.store if kept else None)
         return self.model(input_ids=ids.to(self.dev), attention_mask=am, position_ids=pos.to(self.dev),
                           use_cache=True, logits_to_keep=keep, **{self._kw: self.cache}).logits
 
@@ -196,9 +221,10 @@ class Rows:
                 iv.phase, iv.offset, iv.cols_at = phase, int(pos[r, 0]), pos[r].tolist()
         intern: dict = {}
         groups = [intern.setdefault((g, tuple(ns)), len(intern)) for g, ns in zip(self.bottom, nodes)]
+        keys = [(h, ("tree", *ns)) for h, ns in zip(self.hist, nodes)]
         try:
             with self._hooks():
-                logits = self._forward(ids, allowed[:, None], pos, w, groups)
+                logits = self._forward(ids, allowed[:, None], pos, w, groups, keys, [len(ns) for ns in nodes])
         finally:
             for _, iv in self.ivs:
                 iv.cols_at = None
@@ -215,10 +241,9 @@ class Rows:
 
         idx = torch.tensor(list(order), dtype=torch.long)
         rids = [self.rids[i] for i in order]
-        part = Rows(self.model, rows_of(self.cache, order), self.mask[idx].clone(), rids)
+        part = self._take(Rows(self.model, rows_of(self.cache, order), self.mask[idx].clone(), rids, self.store), order)
         part.pos = self.pos[idx].clone()
         part.ivs = [(rid, iv) for rid, iv in self.ivs if rid in rids]
-        part.bottom = [self.bottom[i] for i in order]
         return part
 
     def retire(self, rids: Sequence) -> None:
@@ -230,6 +255,8 @@ class Rows:
         self.mask, self.pos = self.mask[idx], self.pos[idx]
         self.rids = [self.rids[i] for i in keep]
         self.bottom = [self.bottom[i] for i in keep]
+        self.hist = [self.hist[i] for i in keep]
+        self.low = [self.low[i] for i in keep]
 
     @torch.inference_mode()
     def greedy(self, logits: torch.Tensor, max_new: int, eos: set[int], phase: Phase, *,
@@ -288,9 +315,10 @@ class PrefixCache:
     declared position), per model, computed once and forked into every batch that starts with them.
     Bounded: the last ``size`` prefixes are kept."""
 
-    def __init__(self, size: int = 8):
+    def __init__(self, size: int = 8, store=None):
         self.size = size
         self._got: dict = {}
+        self.store = store  # a ``lower.LowerStore`` the batches keep their lower layers in (None: none)
 
     def get(self, model, ids: Sequence[int]):
         if not ids:
@@ -315,4 +343,4 @@ class PrefixCache:
         for r in rows_ids[1:]:
             common = min(common, next((i for i, (a, b) in enumerate(zip(rows_ids[0], r)) if a != b), len(r)))
         fork = max(0, min(first_declared, common, min(len(r) for r in rows_ids) - 1))
-        return Rows.fork(model, self.get(model, list(rows_ids[0][:fork])), rids), fork
+        return Rows.fork(model, self.get(model, list(rows_ids[0][:fork])), rids, rows_ids[0][:fork], self.store), fork

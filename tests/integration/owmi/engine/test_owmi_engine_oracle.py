@@ -106,3 +106,31 @@ def test_gemma_falls_back_to_the_oracle_and_writes_its_records():
     assert isinstance(engine_for(gemma, spec, []), ReferenceEngine)  # sliding window: the reference path
     ref = _records(gemma, spec, batched=False)
     assert _compare(ref, _records(gemma, spec, batched=False)) == len(ref) > 0
+
+
+def test_a_later_unit_reusing_the_earlier_ones_work_writes_the_oracles_records(embedded_backend):
+    """Every cell and seed of an item shares what is below the hook, the baseline and the sham's answers:
+    the batched engine keeps them from its first unit (``engine/lower.py``'s store, the baseline's log-probs,
+    the sham's probe answers) and a later unit on the same engine takes them instead of computing them.
+    That later unit's records are the oracle's, every field; and the reuse happened (store hits, no sham row)."""
+    spec = _spec("choice", operators=[{"name": "add", "dose": 16.0}, {"name": "add", "dose": 64.0}],
+                 probes=["detection", "reconstruction"], scopes=["lifted"],
+                 conditions=["intervention", "sham", "random_unit", "random_matched"])
+    item = quick_items(1)[0]
+    engines = {True: BatchedEngine(embedded_backend, spec, []), False: ReferenceEngine(embedded_backend, spec, [])}
+    out: dict = {}
+    for batched, eng in engines.items():
+        for op in spec.operators:  # the first cell warms the batched engine; the second is compared
+            cell = Cell("m", "builtin", spec.objects[0], op)
+            unit = eng.prepare(cell, item, 0, 0)
+            unit.eta, unit.match = 1.7 * unit.norm_unit, (0.1, 0.1)
+            keys = planned_keys(spec, unit_coords(spec, "m", "builtin", cell.obj, cell.op, item, 0), [])
+            if batched and op == spec.operators[1]:
+                store = eng.prefix.store
+                before = store.hits
+            out[batched] = {r.key: r.model_dump() for r in unit_records(eng, unit, keys, provenance_id="prov")}
+    assert _compare(out[False], out[True]) == len(out[False]) > 0
+    assert store.hits > before and len(store) > 0  # the layers below the hook came from the first cell's batches
+    assert engines[True]._sham and engines[True]._base_lp  # the sham's answers and the baseline kept per context
+    sham = [r for r in out[True].values() if r["condition"] == "sham"]
+    assert sham and all(r["js_mean"] == 0.0 and r["causal_effect"] in (0.0, None) for r in sham)
