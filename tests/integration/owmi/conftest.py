@@ -40,7 +40,7 @@ def _tiny_smollm(real) -> object:
     """SmolLM2's tokenizer, chat template and layer/head layout (30 layers, 9 query / 3 KV heads) on
     random weights 64 wide: an engine-equivalence case that does not depend on the weights runs ~30x
     cheaper than on the real 135M model, and each such property keeps one real-model case beside it.
-    Initializer 0.2 (not transformers' 0.02) so the next-token distributions are peaked enough that an
+    Initializer 0.6 (not transformers' 0.02) so the next-token distributions are peaked enough that an
     intervention moves JS well above float rounding and greedy ties are rare."""
     import copy
 
@@ -52,7 +52,7 @@ def _tiny_smollm(real) -> object:
     cfg = tf.LlamaConfig(vocab_size=c.vocab_size, hidden_size=72, intermediate_size=144,
                          num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
                          num_key_value_heads=c.num_key_value_heads, max_position_embeddings=c.max_position_embeddings,
-                         initializer_range=0.2,
+                         initializer_range=0.6,
                          pad_token_id=c.pad_token_id, bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id,
                          tie_word_embeddings=True)
     torch.manual_seed(0)

@@ -108,11 +108,14 @@ def test_gemma_falls_back_to_the_oracle_and_writes_its_records():
     assert _compare(ref, _records(gemma, spec, batched=False)) == len(ref) > 0
 
 
-def test_a_later_unit_reusing_the_earlier_ones_work_writes_the_oracles_records(embedded_backend):
+def test_a_later_unit_reusing_the_earlier_ones_work_writes_the_oracles_records(tiny_smollm_backend):
     """Every cell and seed of an item shares what is below the hook, the baseline and the sham's answers:
     the batched engine keeps them from its first unit (``engine/lower.py``'s store, the baseline's log-probs,
     the sham's probe answers) and a later unit on the same engine takes them instead of computing them.
-    That later unit's records are the oracle's, every field; and the reuse happened (store hits, no sham row)."""
+    That later unit's records are the oracle's, every field; and the reuse happened (store hits, no sham row).
+    On random weights of SmolLM2's shape (conftest's ``tiny_smollm_backend``): what is reused does not depend on
+    the weights; the real model's records are compared with the oracle's above, where each unit's own work ran."""
+    embedded_backend = tiny_smollm_backend
     spec = _spec("choice", operators=[{"name": "add", "dose": 16.0}, {"name": "add", "dose": 64.0}],
                  probes=["detection", "reconstruction"], scopes=["lifted"],
                  conditions=["intervention", "sham", "random_unit", "random_matched"])
