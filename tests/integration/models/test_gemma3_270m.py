@@ -78,7 +78,8 @@ def test_swap_engine_equals_the_naive_reference(gemma) -> None:
         prompt = gemma.chat_ids([{"role": "user", "content": q}])
         res = results[qid]
         for sub, trace in [(None, res.clean), *res.trials.items()]:
-            tokens, injected, positions, gaps = ref.naive_trial(gemma.model, det, eos, prompt, sub, budget)
+            tokens, injected, positions, gaps = ref.naive_trial(gemma.model, det, eos, prompt, sub, budget,
+                                                                     guide=trace.token_ids)
             if trace.token_ids != tokens:
                 i = next(k for k, (a, b) in enumerate(zip(trace.token_ids, tokens)) if a != b)
                 assert gaps[i] is not None and gaps[i] < ref.TIE, f"{qid}/{sub}: token {i} differs"
