@@ -39,9 +39,10 @@ def test_corrupt_cache_is_detected_and_rebuilt(tmp_path, embedded_backend, monke
     parses = []
     real_reader = gguf.GGUFReader
 
-    def counting_reader(path, mode="r"):
-        parses.append(str(path))
-        return real_reader(path, mode)
+    class counting_reader(real_reader):  # noqa: N801 - stands in for gguf.GGUFReader
+        def __init__(self, path, mode="r"):
+            parses.append(str(path))
+            super().__init__(path, mode)
 
     monkeypatch.setattr(gguf, "GGUFReader", counting_reader)
     good = resolve("embedded")
@@ -60,6 +61,33 @@ def test_corrupt_cache_is_detected_and_rebuilt(tmp_path, embedded_backend, monke
     assert not list((home / "models").glob(".partial-*")), "the temporary build folder must not be left behind"
     assert len(parses) == 1, parses
     assert gguf.GGUFReader is counting_reader  # one_parse put back what it found
+
+
+def test_the_shared_reader_reads_what_gguf_reads():
+    """``one_parse``'s reader (the mapped file as a plain array, ``models/gguf_once.py``) against gguf's own on the
+    embedded GGUF: every header field's parts and every tensor's name, type, shape and bytes."""
+    import gguf
+    import numpy as np
+
+    from tamperbench.models.gguf_once import one_parse
+    from tamperbench.models.sources import embedded_gguf_path
+
+    path = embedded_gguf_path()
+    want = gguf.GGUFReader(path)
+    with one_parse():
+        got = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is got  # one parse per file inside the block
+    assert type(got.data) is np.ndarray and type(want.data) is np.memmap
+    assert list(got.fields) == list(want.fields) and len(want.fields) > 20
+    for name, field in want.fields.items():
+        other = got.fields[name]
+        assert other.types == field.types and other.data == field.data, name
+        assert len(other.parts) == len(field.parts), name
+        assert b"".join(p.tobytes() for p in other.parts) == b"".join(p.tobytes() for p in field.parts), name
+    assert len(got.tensors) == len(want.tensors) > 100
+    for a, b in zip(got.tensors, want.tensors, strict=True):
+        assert (a.name, a.tensor_type, list(a.shape)) == (b.name, b.tensor_type, list(b.shape))
+        assert np.array_equal(a.data, b.data), a.name
 
 
 def test_answer_and_models_commands(embedded_backend):
