@@ -52,11 +52,13 @@ ALL_CONDITIONS = ["intervention", "sham", "random_unit", "random_matched", "obse
 
 
 @pytest.mark.parametrize("model, obj, op, when, tracks, probes, positions, conditions", [
-    ("embedded", {"kind": "resid_post", "layer": 12}, {"name": "add", "dose": 64.0}, "prefill", ALL_TRACKS,
+    # the real model: Track A, the visible answer and the system-prompt frame, every condition (the observer too)
+    ("embedded", {"kind": "resid_post", "layer": 12}, {"name": "add", "dose": 64.0}, "prefill", ["A", "B_visible", "C"],
      ["detection"], "task", ALL_CONDITIONS),
     # the same property on random weights of SmolLM2's shape (conftest's tiny_smollm_backend): the engines'
-    # batching does not depend on the weights, and the real model keeps the cases before and after this one
-    ("tiny", {"kind": "head", "layer": 5, "head": 2}, {"name": "noise", "dose": 4.0}, "every_step", ["A", "B_delayed"],
+    # batching does not depend on the weights, and the real model keeps the cases before and after this one.
+    # Every track here, the masked and delayed ones only here (they share Track A's and B_visible's batching)
+    ("tiny", {"kind": "head", "layer": 5, "head": 2}, {"name": "noise", "dose": 4.0}, "every_step", ALL_TRACKS,
      ["detection", "characterization"], "task", ALL_CONDITIONS),
     # the ragged path: B_visible with every position before the probe declared ("all"), so the rows
     # of one batch differ in length (each condition reads its own answer) and are hooked from

@@ -32,8 +32,8 @@ FAMILIES = ["detection", "confidence", "localization", "characterization", "reco
 LP_TOL, JS_TOL = 2e-3, 1e-5
 
 
-def _records(backend, spec, batched: bool) -> dict:
-    eng = (BatchedEngine if batched else ReferenceEngine)(backend, spec, [])
+def _records(backend, spec, batched: bool, engine=None) -> dict:
+    eng = engine or (BatchedEngine if batched else ReferenceEngine)(backend, spec, [])
     cell = Cell("m", "builtin", spec.objects[0], spec.operators[0])
     item = quick_items(1)[0]
     unit = eng.prepare(cell, item, 0, 0)
@@ -103,9 +103,17 @@ def test_gemma_falls_back_to_the_oracle_and_writes_its_records():
 
     gemma = load_backend("gemma3-270m", device="cpu")
     spec = _spec("choice", layer=9, probes=["detection", "localization"], conditions=["intervention", "sham"])
-    assert isinstance(engine_for(gemma, spec, []), ReferenceEngine)  # sliding window: the reference path
-    ref = _records(gemma, spec, batched=False)
-    assert _compare(ref, _records(gemma, spec, batched=False)) == len(ref) > 0
+    eng = engine_for(gemma, spec, [])
+    assert type(eng) is ReferenceEngine  # sliding window: the production engine is the reference path itself
+    # so its records are the oracle's by construction; what is left to check is that they are whole on Gemma 3
+    recs = _records(gemma, spec, batched=False, engine=eng)
+    assert len(recs) == len(spec.probes) * len(spec.scopes) * 2 == 4  # probes x scopes x conditions
+    for r in recs.values():
+        lps = json.loads(r["choice_logprobs"])
+        assert lps and all(v < 0 for v in lps.values()) and r["choice_mass"] > 0, r["key"]
+    # the intervention moved the next-token distributions (a small shift: Gemma 3's residual stream is wide); the
+    # sham's hook writes nothing
+    assert all((r["js_mean"] > 0) is (r["condition"] == "intervention") for r in recs.values())
 
 
 def test_a_later_unit_reusing_the_earlier_ones_work_writes_the_oracles_records(tiny_smollm_backend):
