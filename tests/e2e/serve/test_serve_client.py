@@ -74,9 +74,9 @@ def test_blackbox_sleight_matches_the_in_process_engine(server, embedded_backend
     det = TriggerDetector(embedded_backend.tokenizer, ("the",))
     tasks = [QuestionTask(f"q{i}", embedded_backend.chat_ids([{"role": "user", "content": q}]), list(WORDS), True)
              for i, q in enumerate(QUESTIONS)]
-    local = {r.question_id: r for r in SwapEngine(embedded_backend, det, max_new_tokens=32).run(tasks)}
+    local = {r.question_id: r for r in SwapEngine(embedded_backend, det, max_new_tokens=20).run(tasks)}
     remote_backend = OpenAIBackend(spec_for(server.url, concurrency="4"))
-    remote = {r.question_id: r for r in BlackBoxEngine(remote_backend, det, max_new_tokens=32).run(tasks)}
+    remote = {r.question_id: r for r in BlackBoxEngine(remote_backend, det, max_new_tokens=20).run(tasks)}
     swaps = 0
     for qid, r in local.items():
         assert remote[qid].clean.token_ids == r.clean.token_ids
