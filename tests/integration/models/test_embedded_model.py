@@ -33,7 +33,8 @@ def test_chat_template_default_system_prompt(embedded_backend):
 def test_corrupt_cache_is_detected_and_rebuilt(tmp_path, embedded_backend, monkeypatch):
     """Copy the real cache, flip one byte of the weights, and resolve again: it must rebuild, byte for byte
     the same weights, reading the GGUF's header once (tokenizer, config and weights share one parse,
-    ``models/gguf_once.py``; transformers alone parses it four times)."""
+    ``models/gguf_once.py``; transformers alone parses it four times) and building gguf's tensor-name table
+    once."""
     import gguf
 
     parses = []
@@ -44,7 +45,15 @@ def test_corrupt_cache_is_detected_and_rebuilt(tmp_path, embedded_backend, monke
             parses.append(str(path))
             super().__init__(path, mode)
 
+    tables = []
+    real_names = gguf.get_tensor_name_map
+
+    def counting_names(arch, n_blocks):
+        tables.append((arch, n_blocks))
+        return real_names(arch, n_blocks)
+
     monkeypatch.setattr(gguf, "GGUFReader", counting_reader)
+    monkeypatch.setattr(gguf, "get_tensor_name_map", counting_names)
     good = resolve("embedded")
     home = tmp_path / "home"
     shutil.copytree(tamperbench_home() / "models" / good.sha256, home / "models" / good.sha256)
@@ -60,7 +69,8 @@ def test_corrupt_cache_is_detected_and_rebuilt(tmp_path, embedded_backend, monke
     assert (weights.parent / MANIFEST).is_file()
     assert not list((home / "models").glob(".partial-*")), "the temporary build folder must not be left behind"
     assert len(parses) == 1, parses
-    assert gguf.GGUFReader is counting_reader  # one_parse put back what it found
+    assert len(tables) == 1, len(tables)  # the tensor-name table built once, not once per submodule (397)
+    assert gguf.GGUFReader is counting_reader and gguf.get_tensor_name_map is counting_names  # put back
 
 
 def test_the_shared_reader_reads_what_gguf_reads():
