@@ -20,7 +20,7 @@ The shared reader also holds the mapped file as a plain ``numpy.ndarray`` over t
 mapping instead of a ``numpy.memmap``: parsing slices the file once per header field and array element,
 and every slice of a ``memmap`` runs its Python-level ``__getitem__`` and ``__array_finalize__``. Same
 bytes, same fields and tensors (``tests/integration/models/test_embedded_model.py``); Gemma 3's header
-parse 13.9 -> 4.8 s (``benchmarks/gguf_load.py``).
+parse 12.3 -> 4.2 s (``benchmarks/gguf_load.py --parse-only``).
 """
 
 from __future__ import annotations
