@@ -82,15 +82,18 @@ def _spec(readout: str, layer: int = 12, **over):
 # ``generated`` runs on random weights of SmolLM2's shape (conftest's tiny_smollm_backend): decoding the
 # probes' answers row by row against the batch does not depend on the weights, and the real model keeps
 # the ``choice`` case (every option of every family scored) and the generated read-out's own tests
-@pytest.mark.parametrize("model, readout, scopes", [("embedded", "choice", ["active", "lifted"]),
-                                                    ("tiny", "generated", ["lifted"])])
-def test_batched_engine_writes_the_oracles_records(request, model, readout, scopes):
+# the real model's conditions: one hooked (random_unit is the same hooked path with another direction, kept on the
+# tiny model), the sham and the observer
+@pytest.mark.parametrize("model, readout, scopes, conditions", [
+    ("embedded", "choice", ["active", "lifted"], ["intervention", "sham", "observer"]),
+    ("tiny", "generated", ["lifted"], ["intervention", "sham", "random_unit", "observer"])])
+def test_batched_engine_writes_the_oracles_records(request, model, readout, scopes, conditions):
     backend = request.getfixturevalue("embedded_backend" if model == "embedded" else "tiny_smollm_backend")
-    spec = _spec(readout, scopes=scopes, conditions=["intervention", "sham", "random_unit", "observer"])
+    spec = _spec(readout, scopes=scopes, conditions=conditions)
     ref = _records(backend, spec, batched=False)
     got = _records(backend, spec, batched=True)
     checked = _compare(ref, got)
-    assert len(ref) == len(FAMILIES) * len(scopes) * 4
+    assert len(ref) == len(FAMILIES) * len(scopes) * len(conditions)
     if readout == "choice":  # every record was read out and compared, active-scope tries hooked included
         assert checked == len(ref)
         assert any(r["hook_scope"] == "active" and r["condition"] == "intervention" for r in ref.values())
