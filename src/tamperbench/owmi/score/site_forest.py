@@ -69,8 +69,12 @@ def _panel(ax, rows: list[dict], key: str, ref: float, xlabel: str) -> None:
         lo = ci[0] if _finite(ci[0]) else est
         hi = ci[1] if _finite(ci[1]) else est
         colour = "#222222" if r["anchor"] else LEVEL_COLOURS[min(int(r["level"] or 0), len(LEVEL_COLOURS) - 1)]
-        ax.errorbar([est], [y], xerr=[[est - lo], [hi - est]], fmt="D" if r["anchor"] else "o", color=colour,
-                    capsize=3, ms=5)
+        # the interval as drawn from its ends, the estimate as a mark: a percentile bootstrap interval need not
+        # contain its point estimate (a skewed resample, or float rounding at a bound), and matplotlib's errorbar
+        # refuses the negative half-width that would take
+        ax.hlines(y, lo, hi, color=colour, lw=1.2)
+        ax.vlines([lo, hi], y - 0.15, y + 0.15, color=colour, lw=1.2)
+        ax.plot([est], [y], "D" if r["anchor"] else "o", color=colour, ms=5)
         if key == "auroc" and not r["anchor"] and r["level"] is not None:
             ax.annotate(f"L{r['level']}", (est, y), xytext=(6, 3), textcoords="offset points", fontsize=7,
                         color=colour)

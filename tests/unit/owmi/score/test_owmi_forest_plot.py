@@ -70,3 +70,20 @@ def test_short_label_fits_one_line():
     c = {"benchmark": "b", "site": "resid_post.12", "operator": "add", "dose": 16.0, "probe_family": "detection",
          "track": "B", "hook_scope": "lifted", "readout": "choice"}
     assert short_label(c) == "add@16 · resid_post.12 · B · lifted · choice"
+
+
+def test_an_interval_that_excludes_its_estimate_is_drawn_from_its_ends(result):
+    """A percentile bootstrap interval need not contain its point estimate (here 0.49 with [0.5, 0.7]; or a perfect
+    detector's 1.0 with [1.0 - 1e-16, 1.0]): the row is drawn from the interval's ends, the estimate marked apart,
+    where errorbar's half-widths refused it and the page failed to build."""
+    pos = [{"role": "adapted (known positive)", "readout": "choice", "pairs": 100, "items": 50, "auroc": 1.0,
+            "auroc_ci": [1.0 - 1e-16 + 2e-16, 1.0], "margin": 1.0, "margin_ci": [1.0, 1.0]},
+           {"role": "unadapted base", "readout": "choice", "pairs": 94, "items": 50, "auroc": 0.49,
+            "auroc_ci": [0.5, 0.7], "margin": -0.074, "margin_ci": [-0.13, -0.022]}]
+    fig = forest_figures(result, pos)[0][2]
+    ax = fig.axes[0]
+    spans = sorted((round(float(seg[0][0]), 6), round(float(seg[1][0]), 6)) for c in ax.collections
+                   for seg in c.get_segments() if seg[0][1] == seg[1][1])  # the horizontal interval lines
+    assert (0.5, 0.7) in spans and (1.0, 1.0) in spans
+    marks = sorted(round(float(x), 6) for line in ax.lines for x in line.get_xdata() if line.get_marker() == "D")
+    assert marks == [0.49, 1.0]
