@@ -108,8 +108,11 @@ def test_every_number_on_the_page_is_a_value_of_the_runs(collected):
     assert foreign_numbers(page, data) == []
     # the check bites: a number typed into the page, or a cell changed after collection, is caught
     assert foreign_numbers(page + "\nThe model flags 37.5% of swaps.\n", data) == ["37.5"]
-    tampered = page.replace("| 2 | 1 | 50.0% |", "| 2 | 1 | 55.0% |", 1)
-    assert tampered != page and foreign_numbers(tampered, data) == ["55.0"]
+    # a rate cell of a table changed after collection (the first one on the page, whichever table it is in)
+    cell = re.search(r"\| (\d+\.\d)% \|", page)
+    assert cell, page
+    tampered = page[:cell.start(1)] + "12345.6" + page[cell.end(1):]
+    assert foreign_numbers(tampered, data) == ["12345.6"]
 
 
 def test_sleight_section_counts_match_the_stored_trials(collected):
