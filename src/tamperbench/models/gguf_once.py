@@ -36,23 +36,21 @@ _LOCK = threading.Lock()
 @contextmanager
 def one_parse() -> Iterator[dict[str, object]]:
     """Inside the block, ``gguf.GGUFReader(path)`` returns one reader per resolved path (read-only mode)."""
+    import functools
+
     import gguf
 
     original, original_names = gguf.GGUFReader, gguf.get_tensor_name_map
+    plain = _plain_reader(original)
     readers: dict[str, object] = {}
-    names: dict[tuple, object] = {}
-
-    def shared_names(arch, n_blocks: int):
-        if (arch, n_blocks) not in names:
-            names[(arch, n_blocks)] = original_names(arch, n_blocks)
-        return names[(arch, n_blocks)]
+    shared_names = functools.cache(original_names)  # one table per (architecture, block count), for this block
 
     def shared_reader(path: os.PathLike[str] | str, mode: str = "r"):
         if mode != "r":
             return original(path, mode)
         key = os.path.realpath(os.fspath(path))
         if key not in readers:
-            readers[key] = _plain_reader(original)(path, mode)
+            readers[key] = plain(path, mode)
         return readers[key]
 
     with _LOCK:  # one patch at a time; nested or concurrent builds wait rather than unpatch each other
@@ -64,7 +62,7 @@ def one_parse() -> Iterator[dict[str, object]]:
             gguf.GGUFReader = original  # type: ignore[misc]
             gguf.get_tensor_name_map = original_names
             readers.clear()
-            names.clear()
+            shared_names.cache_clear()
 
 
 def _plain_reader(base: type) -> type:
