@@ -9,7 +9,8 @@
 # The steps are `tools/results.py --print-steps`' (the one list `make results` runs), the embedded model's first
 # and Gemma 3's after them (Gemma's Sleight of Word run alone takes many hours on 2 cores), then the page.
 # Settings: NICE (default 19), OMP_NUM_THREADS (default 1: on a 2-core machine shared with other work, torch's two
-# threads beside one busy core run 10x slower than one thread, docs/benchmarks.md).
+# threads beside one busy core run 10x slower than one thread, docs/benchmarks.md), PASSES (default "first gemma";
+# "gemma" skips the embedded model's steps, each of which would otherwise resume and find nothing left to do).
 set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -33,7 +34,7 @@ step() {
 .venv/bin/tamperbench models install gemma3-270m >> "$L/chain.log" 2>&1 < /dev/null
 mapfile -t steps < <(.venv/bin/python tools/results.py --size paper --runs "$R" --print-steps)
 if [ "${#steps[@]}" -eq 0 ]; then echo "$(date -u +%FT%TZ) tools/results.py --print-steps printed no step" >> "$L/chain.log"; exit 1; fi
-for pass in first gemma; do
+for pass in ${PASSES:-first gemma}; do
   for line in "${steps[@]}"; do
     case "$line" in *gemma*) [ "$pass" = gemma ] || continue ;; *) [ "$pass" = first ] || continue ;; esac
     IFS=$'\t' read -r -a f <<< "$line"

@@ -1,8 +1,11 @@
-"""Issue 35 (Medium 3, 4, 6, 8 and the Low items): hostile files, each through the real CLI in a subprocess.
+"""Issue 35 (Medium 3, 4, 6, 8 and the Low items): hostile files, each through the real CLI.
 
-Every payload is a file this test creates under ``tmp_path``. Memory bombs run under an address-space
-limit (``RLIMIT_AS`` set in the child only) and every run has a timeout, so a regression fails the test
-instead of harming the machine. Each case checks the one ``error:`` line (exit 2, no traceback, exactly one
+Every payload is a file this test creates under ``tmp_path``. Memory bombs and files that could hang a read
+(FIFOs, devices) go through ``python -m tamperbench.cli`` in a subprocess, under an address-space limit
+(``RLIMIT_AS`` set in the child only) and a timeout, so a regression fails the test instead of harming the
+machine; the other cases run the same console entry point in this process (``tb_inprocess``: argv check,
+typer, the error classifier, ``sys.exit``, the session's loaded model), which shows the same exit status and
+stderr without an interpreter start and a model load per case. Each case checks the one ``error:`` line (exit 2, no traceback, exactly one
 stderr line) and what names the culprit. The embedded model's cached config is read for the adapter and
 OWMI cases; no weights load before a refusal.
 """
@@ -37,6 +40,12 @@ def cli(args: list, cwd: Path, *, timeout: float = 120, address_space: int | Non
                        preexec_fn=limit)
     return subprocess.CompletedProcess(p.args, p.returncode, p.stdout.decode("utf-8", "replace"),
                                        p.stderr.decode("utf-8", "replace"))
+
+
+@pytest.fixture
+def tb(tb_inprocess):
+    """``tb(args, cwd)``: ``cli``'s call in this process, for the cases with no bomb and nothing that could hang."""
+    return lambda args, cwd: tb_inprocess(*args, cwd=cwd)
 
 
 def one_line(p: subprocess.CompletedProcess, *needles: str) -> str:
@@ -101,8 +110,12 @@ def _adapter(folder: Path, *, r: int = 4, cfg: dict | None = None, rank: int = 4
     return folder
 
 
+def _owmi_argv(model: str, tmp: Path) -> list:
+    return ["owmi", "run", "--preset", "quick", "--model", model, "--out", tmp / "run"]
+
+
 def _owmi_with(model: str, tmp: Path, **kw) -> subprocess.CompletedProcess:
-    return cli(["owmi", "run", "--preset", "quick", "--model", model, "--out", tmp / "run"], tmp, **kw)
+    return cli(_owmi_argv(model, tmp), tmp, **kw)
 
 
 @pytest.mark.parametrize("r, needles", [(600000, ("field 'r'", "600000")), (64, ("rank 64", "(rank 4)"))])
@@ -112,21 +125,21 @@ def test_adapter_whose_config_lies_about_its_rank_is_refused_before_allocating(t
     one_line(p, "lying", *needles)
 
 
-def test_adapter_regex_target_modules_is_refused(tmp_path):
+def test_adapter_regex_target_modules_is_refused(tmp_path, tb):
     folder = _adapter(tmp_path / "regex", cfg={"target_modules": "(a+)+$"})
-    one_line(_owmi_with(f"embedded+peft:{folder}", tmp_path, timeout=240), "target_modules",
+    one_line(tb(_owmi_argv(f"embedded+peft:{folder}", tmp_path), tmp_path), "target_modules",
              "regular expression", "list of module names")
 
 
-def test_prompt_tuning_adapter_is_refused_up_front(tmp_path):
+def test_prompt_tuning_adapter_is_refused_up_front(tmp_path, tb):
     folder = _adapter(tmp_path / "pt", cfg={"peft_type": "PROMPT_TUNING", "num_virtual_tokens": 8})
-    one_line(_owmi_with(f"embedded+peft:{folder}", tmp_path, timeout=240), "PROMPT_TUNING", "LoRA adapters only")
+    one_line(tb(_owmi_argv(f"embedded+peft:{folder}", tmp_path), tmp_path), "PROMPT_TUNING", "LoRA adapters only")
 
 
-def test_sidecar_base_sha256_of_the_wrong_type_is_one_line(tmp_path):
+def test_sidecar_base_sha256_of_the_wrong_type_is_one_line(tmp_path, tb):
     folder = _adapter(tmp_path / "side")
     (folder / "tamperbench-adapter.json").write_text(json.dumps({"base_sha256": 12345}))
-    one_line(_owmi_with(f"embedded+peft:{folder}", tmp_path, timeout=240), "base_sha256", "12345")
+    one_line(tb(_owmi_argv(f"embedded+peft:{folder}", tmp_path), tmp_path), "base_sha256", "12345")
 
 
 @pytest.mark.parametrize("name", ["adapter_config.json", "tamperbench-adapter.json"])
@@ -171,17 +184,17 @@ class _Payload:
         return (os.system, ("touch PWNED",))
 
 
-def test_raw_pickle_bin_is_refused_in_one_line_and_nothing_runs(tmp_path):
+def test_raw_pickle_bin_is_refused_in_one_line_and_nothing_runs(tmp_path, tb):
     import pickle
 
     folder = _model_folder(tmp_path, "pickled")
     (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"w": _Payload()}, protocol=4))
-    one_line(cli(["sleight", "run", "--model", folder, "--out", tmp_path / "run"], tmp_path, timeout=240),
+    one_line(tb(["sleight", "run", "--model", folder, "--out", tmp_path / "run"], tmp_path),
              "pytorch_model.bin", "raw pickle")
     assert not (tmp_path / "PWNED").exists()
 
 
-def test_auto_map_folder_is_refused_in_one_line(tmp_path):
+def test_auto_map_folder_is_refused_in_one_line(tmp_path, tb):
     from safetensors.torch import save_file
     import torch
 
@@ -191,7 +204,7 @@ def test_auto_map_folder_is_refused_in_one_line(tmp_path):
     (folder / "config.json").write_text(json.dumps(cfg))
     (folder / "evil.py").write_text("open('PWNED', 'w')\n")
     save_file({"x": torch.zeros(1)}, str(folder / "model.safetensors"))
-    one_line(cli(["sleight", "run", "--model", folder, "--out", tmp_path / "run"], tmp_path, timeout=240),
+    one_line(tb(["sleight", "run", "--model", folder, "--out", tmp_path / "run"], tmp_path),
              "auto_map", "evilmodel")
     assert not (tmp_path / "PWNED").exists()
 
@@ -219,9 +232,9 @@ def test_fifos_and_devices_are_refused_without_hanging(tmp_path, where):
 
 # --- control characters (Low) --------------------------------------------------------------------------
 
-def test_escape_codes_in_a_model_name_never_reach_the_terminal_raw(tmp_path):
+def test_escape_codes_in_a_model_name_never_reach_the_terminal_raw(tmp_path, tb):
     evil = "x\x1b[2J\x1b[H\x1b]0;owned\x07\x9b31merror: all good\u202e.gguf"
-    p = cli(["sleight", "run", "--model", evil, "--out", tmp_path / "run"], tmp_path, timeout=120)
+    p = tb(["sleight", "run", "--model", evil, "--out", tmp_path / "run"], tmp_path)
     line = one_line(p, "\\x1b[2J", "\\x07", "\\x9b", "\\u202e")
     assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c == "\u202e" for c in line), repr(line)
 
@@ -235,20 +248,20 @@ def test_printable_keeps_text_and_escapes_controls():
 
 # --- Medium 8 and the OWMI spec Low items -------------------------------------------------------------
 
-def _owmi_spec(tmp: Path, **over) -> subprocess.CompletedProcess:
+def _owmi_spec(tb, tmp: Path, **over) -> subprocess.CompletedProcess:
     spec = {"objects": [{"kind": "resid_post", "layer": 3}], "operators": [{"name": "scale", "dose": 2.0}],
             "items_per_benchmark": 1, "probes": ["detection"], "conditions": ["intervention"], **over}
     (tmp / "s.json").write_text(json.dumps(spec))
-    return cli(["owmi", "run", "--config", "s.json", "--out", tmp / "run"], tmp, timeout=300)
+    return tb(["owmi", "run", "--config", "s.json", "--out", tmp / "run"], tmp)
 
 
-def test_a_position_beyond_any_context_is_refused_when_the_spec_is_read(tmp_path):
-    one_line(_owmi_spec(tmp_path, positions="0,99999999"), "positions", "99999999")
+def test_a_position_beyond_any_context_is_refused_when_the_spec_is_read(tmp_path, tb):
+    one_line(_owmi_spec(tb, tmp_path, positions="0,99999999"), "positions", "99999999")
     assert not (tmp_path / "run").exists()
 
 
-def test_a_position_beyond_the_prompt_is_refused_before_compute(tmp_path):
-    p = _owmi_spec(tmp_path, positions="0,5000")
+def test_a_position_beyond_the_prompt_is_refused_before_compute(tmp_path, tb):
+    p = _owmi_spec(tb, tmp_path, positions="0,5000")
     one_line(p, "positions", "5000", "beyond the prompt of item")
     from tamperbench.store import RunStore
 
@@ -262,15 +275,15 @@ def test_a_position_beyond_the_prompt_is_refused_before_compute(tmp_path):
 
 @pytest.mark.parametrize("over, needle", [({"objects": []}, "objects"), ({"operators": []}, "operators"),
                                           ({"operators": [{"name": "add", "dose": 1e308}]}, "float32")])
-def test_owmi_spec_empty_axes_and_huge_doses_are_refused(tmp_path, over, needle):
-    one_line(_owmi_spec(tmp_path, **over), needle)
+def test_owmi_spec_empty_axes_and_huge_doses_are_refused(tmp_path, tb, over, needle):
+    one_line(_owmi_spec(tb, tmp_path, **over), needle)
     assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("args, field", [(["--seed", str(2**70)], "--seed"), (["--l1", "inf"], "--l1"),
                                          (["--l1", "nan"], "--l1")])
-def test_train_sae_ranges(tmp_path, args, field):
-    one_line(cli(["owmi", "train-sae", "--out", tmp_path / "sae", *args], tmp_path, timeout=120), field)
+def test_train_sae_ranges(tmp_path, tb, args, field):
+    one_line(tb(["owmi", "train-sae", "--out", tmp_path / "sae", *args], tmp_path), field)
     assert not (tmp_path / "sae").exists()
 
 
@@ -316,7 +329,7 @@ def test_inspect_export_does_not_write_through_a_planted_partial_link(tmp_path):
     assert out.is_file() and not out.is_symlink()
 
 
-def test_inspect_export_of_a_spec_whose_models_is_not_a_list(tmp_path):
+def test_inspect_export_of_a_spec_whose_models_is_not_a_list(tmp_path, tb):
     pytest.importorskip("inspect_ai")
     from tamperbench.sleight.synthetic import write_synthetic_run
 
@@ -325,7 +338,7 @@ def test_inspect_export_of_a_spec_whose_models_is_not_a_list(tmp_path):
     spec.pop("model", None)
     spec["models"] = 5
     (run / "spec.json").write_text(json.dumps(spec))
-    p = cli(["export", run, "--format", "inspect", "--out", tmp_path / "o.eval"], tmp_path, timeout=120)
+    p = tb(["export", run, "--format", "inspect", "--out", tmp_path / "o.eval"], tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     assert (tmp_path / "o.eval").is_file()
 
@@ -347,12 +360,12 @@ def test_model_cache_manifest_is_not_written_through_a_planted_link(tmp_path):
     assert json.loads((folder / MANIFEST).read_text())["files"][w.name]["mtime_ns"] == w.stat().st_mtime_ns
 
 
-def test_a_run_folder_name_with_markup_and_escapes_prints_inert(tmp_path):
+def test_a_run_folder_name_with_markup_and_escapes_prints_inert(tmp_path, tb):
     from tamperbench.sleight.synthetic import write_synthetic_run
 
     run = write_synthetic_run(tmp_path / "run")
     out = tmp_path / "o[bold]x\x1b[2J"
     out.mkdir()
-    p = cli(["export", run, "--format", "csv", "--out", out / "t.csv"], tmp_path, timeout=120)
+    p = tb(["export", run, "--format", "csv", "--out", out / "t.csv"], tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "\x1b" not in p.stdout and "[bold]x\\x1b[2J" in p.stdout.replace("\n", ""), p.stdout

@@ -35,7 +35,8 @@ def test_probe_features_are_padding_invariant_and_the_probe_beats_its_null(embed
 
 
 def test_known_positive_trains_scores_heldout_and_passes_through_owmi_run(embedded_backend, tmp_path):
-    """The test preset (12 training directions, 2 epochs), its held-out diagnostic, then the adapter through
+    """The test preset (12 training directions, one epoch in batches of 4: six optimizer steps, as two epochs
+    of 8 took at twice the compute), its held-out diagnostic, then the adapter through
     ``owmi run`` and ``owmi score`` beside its base (the check: 4 anchor items x 2 seeds, one held-out
     direction each, choice read-out): the adapted model reports every held-out intervention, both rows
     print with the base's AUROC named the leakage floor, the check fails only for its size (8 pairs, not
@@ -45,7 +46,7 @@ def test_known_positive_trains_scores_heldout_and_passes_through_owmi_run(embedd
     from tamperbench.stats.intervals import error_rate_upper_bound
     from tamperbench.stats.sdt import dprime_counts
 
-    spec = KnownPositiveSpec(train_seeds=(500000, 500011), heldout_seeds=(900000, 900007), epochs=2)
+    spec = KnownPositiveSpec(train_seeds=(500000, 500011), heldout_seeds=(900000, 900007), epochs=1, batch_size=4)
     with idle_core_threads():
         model, record = train(embedded_backend, spec)
         assert record["trained_seeds"] == list(range(500000, 500012)) and record["n_examples"] == 24
