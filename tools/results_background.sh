@@ -10,7 +10,8 @@
 # and Gemma 3's after them (Gemma's Sleight of Word run alone takes many hours on 2 cores), then the page.
 # Settings: NICE (default 19), OMP_NUM_THREADS (default 1: on a 2-core machine shared with other work, torch's two
 # threads beside one busy core run 10x slower than one thread, docs/benchmarks.md), PASSES (default "first gemma";
-# "gemma" skips the embedded model's steps, each of which would otherwise resume and find nothing left to do).
+# "gemma" skips the embedded model's steps, each of which would otherwise resume and find nothing left to do),
+# ONLY (a bash regular expression: run only the steps whose log name matches it, e.g. ONLY=quote).
 set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -38,7 +39,11 @@ for pass in ${PASSES:-first gemma}; do
   for line in "${steps[@]}"; do
     case "$line" in *gemma*) [ "$pass" = gemma ] || continue ;; *) [ "$pass" = first ] || continue ;; esac
     IFS=$'\t' read -r -a f <<< "$line"
+    if [ -n "${ONLY:-}" ] && ! [[ "${f[0]}" =~ ${ONLY} ]]; then continue; fi
     step "${f[@]}"
   done
 done
-.venv/bin/python tools/results.py --size paper >> "$L/chain.log" 2>&1 < /dev/null
+# the page: with every step run, the full command (it records the steps as done for `make results`); with some
+# of them left out (ONLY, PASSES), the page alone: the full command would run the rest here, unniced
+if [ -z "${ONLY:-}" ] && [ -z "${PASSES:-}" ]; then page=(); else page=(--page-only); fi
+.venv/bin/python tools/results.py --size paper "${page[@]}" >> "$L/chain.log" 2>&1 < /dev/null
