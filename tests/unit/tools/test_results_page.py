@@ -305,8 +305,13 @@ def test_paper_plan_runs_both_models_without_a_judge_model():
     assert [s for s in steps if s.startswith("sleight run")] == [
         f"sleight run --model {m} --preset paper --out runs/results/sleight-paper-{m}" for m in ("embedded", "gemma3-270m")]
     assert not any(s.startswith("judge run") for s in steps) and "judge evidence runs/results/sleight-paper-embedded" in steps
-    assert "owmi run --preset standard --model embedded --readout constrained --out " \
-           "runs/results/owmi-standard-constrained-embedded" in steps
+    owmi = [s for s in steps if s.startswith("owmi run")]
+    assert owmi == [f"owmi run --preset standard --model {m} --readout choice --out runs/results/owmi-standard-choice-{m}"
+                    for m in ("embedded", "gemma3-270m")] + [
+        "owmi run --preset standard --model embedded --readout constrained --out "
+        "runs/results/owmi-standard-constrained-embedded"]
+    assert any("`constrained` on the embedded model only" in n and "--model gemma3-270m --readout constrained" in n
+               for n in p.notes)
     assert all("--sampling paper --repeats 3" in s for s in steps if s.startswith("quote run"))
     assert results._outputs(p.steps[-1]) == [*p.owmi, *p.anchors, p.score]
 
