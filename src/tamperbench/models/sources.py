@@ -266,8 +266,13 @@ def _build_gguf_cache(gguf: Path, folder: Path) -> None:
             cfg = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
         if hasattr(cfg, "quantization_config"):
             del cfg.quantization_config
-        clean = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-        clean.load_state_dict(gguf_model.state_dict())
+        # built on the meta device and given the dequantized tensors themselves (assign): a model built on the
+        # CPU would first fill every weight with random numbers (Gemma 3's 262,144 x 640 embedding alone) only
+        # for load_state_dict to overwrite them; what is saved is the same state dict either way
+        with torch.device("meta"):
+            clean = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+        clean.load_state_dict(gguf_model.state_dict(), assign=True)
+        clean.tie_weights()
         clean.generation_config = gguf_model.generation_config
         clean.save_pretrained(tmp)
         tok.save_pretrained(tmp)

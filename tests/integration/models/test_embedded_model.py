@@ -100,6 +100,34 @@ def test_the_shared_reader_reads_what_gguf_reads():
         assert np.array_equal(a.data, b.data), a.name
 
 
+def test_the_cached_weights_are_gguf_s_own_dequantization(embedded_backend):
+    """The cache against gguf's own dequantizer, not against another build by the same code: the token
+    embedding, layer 0's value projection (llama's GGUF permutes q and k only) and its norm are gguf's
+    ``dequantize`` of the file's tensors, and the output head is the embedding itself (tied), as the loaded
+    model holds them. The cache is built on the meta device with the dequantized tensors assigned
+    (``sources._build_gguf_cache``); a head left untied, or a weight left at its random initial value, is red."""
+    import gguf
+    import numpy as np
+
+    from tamperbench.models.sources import embedded_gguf_path
+
+    reader = gguf.GGUFReader(embedded_gguf_path())
+    tensors = {t.name: t for t in reader.tensors}
+    model = embedded_backend.model
+
+    def gguf_weight(name: str) -> np.ndarray:
+        t = tensors[name]
+        return gguf.quants.dequantize(t.data, t.tensor_type).reshape(model.state_dict()[WEIGHTS[name]].shape)
+
+    for name, key in WEIGHTS.items():
+        assert np.array_equal(model.state_dict()[key].numpy(), gguf_weight(name)), name
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+
+
+WEIGHTS = {"token_embd.weight": "model.embed_tokens.weight", "blk.0.attn_v.weight": "model.layers.0.self_attn.v_proj.weight",
+           "blk.0.attn_norm.weight": "model.layers.0.input_layernorm.weight"}
+
+
 def test_answer_and_models_commands(embedded_backend):
     env = dict(os.environ)
     out = subprocess.run([sys.executable, "-m", "tamperbench.cli", "answer", "what is the capital of France?",
