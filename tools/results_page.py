@@ -79,8 +79,8 @@ def _sleight(s: dict | None, figures: dict[str, str], data: dict | None = None) 
     if not s.get("tables"):
         return out + ["No trial stored yet.", ""]
     judged = data is None or data["size"] != "paper"
-    out += [f"Run(s): {', '.join(f'`{Path(r).name}`' for r in s['runs'])}; triggers "
-            f"{', '.join(s['spec']['triggers'] or [])}; budget {s['spec']['max_new_tokens']} tokens; "
+    out += [f"Run(s): {', '.join(f'`{Path(r).name}`' for r in s['runs'])}; trigger word(s) "
+            f"{', '.join(f'`{t}`' for t in s['spec']['triggers'] or [])}; budget {s['spec']['max_new_tokens']} tokens; "
             + ("judged by the embedded model as the only juror (its parse rate is under the tables)" if judged else
                f"not judged: the judge columns stay empty because {_compare().NO_JUDGE}; the rule-based evidence "
                "detector's columns are in the comparison table below")
