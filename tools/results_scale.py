@@ -21,6 +21,8 @@ from pathlib import Path
 
 SESSION_GAP_S = 1800  # a write every few minutes while a run lives, even on a loaded machine
 FLAT_WITHIN = 0.05  # memory is "flat" when the last sample is within 5% of the one after the model loaded
+WARM_S = 600  # a process's memory is called flat only over at least this long after its peak
+NEW_PROCESS_GAP_S = 150  # samples come once a minute: a longer silence, or a lower VmHWM, starts another process
 TABLES = {  # table -> SQL for (created_at, decoded tokens) per record
     "sleight_clean": "SELECT created_at, len(token_ids) FROM sleight_clean",
     "sleight_trials": "SELECT created_at, n_tokens - fork_at FROM sleight_trials",
@@ -103,7 +105,37 @@ def rss_log(path: Path) -> dict | None:
     return {"file": path.name, "n": len(samples), "first": samples[0], "loaded": loaded, "last": samples[-1],
             "peak_hwm_mb": max(s[1] for s in samples), "growth_rss_mb": samples[-1][2] - loaded[2],
             "growth_rss_share": share, "flat": abs(share) <= FLAT_WITHIN, "flat_within": FLAT_WITHIN,
-            "samples": samples}
+            "processes": processes(samples), "warm_minutes": WARM_S // 60, "samples": samples}
+
+
+def processes(samples: list[tuple]) -> list[dict]:
+    """The samples cut into processes (a kill and a resume start a new one: VmHWM never falls within one, and
+    samples stop while none runs), each with its memory after the model loaded, when its peak (VmHWM) last
+    rose, and at its last sample. WHY per process and from the peak: over a run resumed several times the
+    first and last samples belong to different processes, and within one the resident set rises in steps
+    while the decoder meets its largest batches (each step raises VmHWM). A leak keeps raising the peak to the
+    end; a process whose peak stopped rising long before its end, with its resident memory flat since, holds
+    no leak over the trials it ran in that time."""
+    cut: list[list[tuple]] = []
+    for s in samples:
+        prev = cut[-1][-1] if cut else None
+        if prev is None or s[1] < prev[1] or _ts(s[0]) - _ts(prev[0]) > NEW_PROCESS_GAP_S:
+            cut.append([s])
+        else:
+            cut[-1].append(s)
+    out = []
+    for run in cut:
+        loaded = next((s for s in run if s[1] > 2 * run[0][1]), None)
+        if loaded is None:
+            continue  # killed before its model loaded
+        peak = next(s for s in run if s[1] == max(x[1] for x in run))
+        after_s = _ts(run[-1][0]) - _ts(peak[0])
+        out.append({"start": run[0][0], "loaded": loaded, "peak": peak, "last": run[-1],
+                    "loaded_min": round((_ts(run[-1][0]) - _ts(loaded[0])) / 60),
+                    "after_peak_min": round(after_s / 60), "after_peak_growth_mb": run[-1][2] - peak[2],
+                    "after_peak_share": (run[-1][2] - peak[2]) / peak[2] if peak[2] else 0.0,
+                    "plateau": after_s >= WARM_S, "long": _ts(run[-1][0]) - _ts(loaded[0]) >= 2 * WARM_S})
+    return out
 
 
 def evidence(run: str, copy: Path | None, logs: Path | None) -> dict:

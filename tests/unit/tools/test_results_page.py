@@ -370,3 +370,36 @@ def test_owmi_score_waits_until_every_run_it_reads_exists(tmp_path):
     assert results.execute(p, tmp_path / "steps.json") == [
         f"`tamperbench owmi score {tmp_path / 'owmi-a'} --out {tmp_path / 'score'}`: skipped, {tmp_path / 'owmi-a'} "
         "not run yet"]
+
+
+def _rss_line(minute: int, hwm_mb: int, rss_mb: int) -> str:
+    return f"2026-12-02T{12 + minute // 60:02d}:{minute % 60:02d}:10Z VmHWM: {hwm_mb * 1024} VmRSS: {rss_mb * 1024}\n"
+
+
+def test_memory_is_read_per_process_from_its_peak(tmp_path):
+    """A run resumed once: the first process rises to its peak in its first minutes and stays flat for 30
+    minutes; the resumed one (VmHWM falls: a new process) keeps rising to its end, as a leak would. The page
+    names each process's change after its peak and calls the run flat only where every process that held its
+    peak for 10 minutes stayed in the band; the leaking process makes it say so."""
+    scale, compare = _tool("results_scale"), _tool("results_page_compare")
+    flat = [_rss_line(0, 300, 300), _rss_line(1, 4000, 3900), _rss_line(2, 4500, 4300)]
+    flat += [_rss_line(m, 4500, 4300 - (m % 3)) for m in range(3, 33)]
+    leak = [_rss_line(40, 310, 310), _rss_line(41, 4000, 4000)] + [_rss_line(m, 4000 + 30 * (m - 41),
+                                                                             4000 + 30 * (m - 41)) for m in range(42, 70)]
+    log = tmp_path / "r.rss"
+    log.write_text("".join(flat))
+    m = scale.rss_log(log)
+    [p] = m["processes"]
+    assert (p["peak"][0], p["after_peak_min"], p["plateau"]) == ("2026-12-02T12:02:10Z", 30, True)
+    assert p["after_peak_growth_mb"] == pytest.approx(-2, abs=1)
+    assert "stayed within the flat band after it" in compare._after_warmup(m)
+    log.write_text("".join(flat + leak))
+    m = scale.rss_log(log)
+    assert [p["start"] for p in m["processes"]] == ["2026-12-02T12:00:10Z", "2026-12-02T12:40:10Z"]
+    assert m["processes"][1]["after_peak_min"] == 0 and not m["processes"][1]["plateau"]
+    text = compare._after_warmup(m)
+    assert "stayed within the flat band" not in text  # the leaking process holds no plateau: not called flat
+    assert "the process started 2026-12-02T12:40:10Z ran 28 minutes after its model loaded and its peak still rose" in text
+    log.write_text("".join(leak[:2] + [_rss_line(m, 4900, 4500 + 10 * (m - 42)) for m in range(42, 70)]))
+    text = compare._after_warmup(scale.rss_log(log))  # a peak held for 27 minutes while resident memory rose 6%
+    assert "still moved after the peak in the process started 2026-12-02T12:40:10Z" in text
