@@ -109,9 +109,11 @@ def test_the_cached_weights_are_gguf_s_own_dequantization(embedded_backend):
     import gguf
     import numpy as np
 
+    from tamperbench.models.gguf_once import one_parse
     from tamperbench.models.sources import embedded_gguf_path
 
-    reader = gguf.GGUFReader(embedded_gguf_path())
+    with one_parse():  # the fast header reader (test_the_shared_reader_reads_what_gguf_reads: the same tensors)
+        reader = gguf.GGUFReader(embedded_gguf_path())
     tensors = {t.name: t for t in reader.tensors}
     model = embedded_backend.model
 
