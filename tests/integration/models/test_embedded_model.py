@@ -52,8 +52,18 @@ def test_corrupt_cache_is_detected_and_rebuilt(tmp_path, embedded_backend, monke
         tables.append((arch, n_blocks))
         return real_names(arch, n_blocks)
 
+    from transformers import modeling_gguf_pytorch_utils as hf_gguf
+
+    values = []
+    real_parse = hf_gguf._gguf_parse_value
+
+    def counting_parse(part, types):
+        values.append(id(part))
+        return real_parse(part, types)
+
     monkeypatch.setattr(gguf, "GGUFReader", counting_reader)
     monkeypatch.setattr(gguf, "get_tensor_name_map", counting_names)
+    monkeypatch.setattr(hf_gguf, "_gguf_parse_value", counting_parse)
     good = resolve("embedded")
     home = tmp_path / "home"
     shutil.copytree(tamperbench_home() / "models" / good.sha256, home / "models" / good.sha256)
@@ -70,6 +80,8 @@ def test_corrupt_cache_is_detected_and_rebuilt(tmp_path, embedded_backend, monke
     assert not list((home / "models").glob(".partial-*")), "the temporary build folder must not be left behind"
     assert len(parses) == 1, parses
     assert len(tables) == 1, len(tables)  # the tensor-name table built once, not once per submodule (397)
+    # every header value turned into Python once (transformers alone: once per read, four reads)
+    assert len(values) == len(set(values)) > 49_152, (len(values), len(set(values)))
     assert gguf.GGUFReader is counting_reader and gguf.get_tensor_name_map is counting_names  # put back
 
 
