@@ -212,7 +212,10 @@ def collect_owmi(runs: list[str], anchors: list[str], score_dir: str, tmp: Path)
 
         score = json.loads(score_json.read_text())
         out["forest"] = forest_rows(score)
-        out["pooled"] = [{"pool": p["pool"], **{k: p["complete"].get(k) for k in
-                                                ("pairs", "items", "dprime", "dprime_ci", "auroc", "auroc_ci",
-                                                 "equivalence")}} for p in score.get("pooled", [])]
+        from tamperbench.owmi.score.verdict import ITEM_FLOOR
+
+        out["pooled"] = [{"pool": p["pool"], "item_floor": ITEM_FLOOR,
+                          **{k: p["complete"].get(k) for k in ("pairs", "items", "dprime", "dprime_ci", "auroc",
+                                                               "auroc_ci", "auroc_se", "equivalence")}}
+                         for p in score.get("pooled", [])]
     return out if out["runs"] or out["positive_check"] else None

@@ -86,6 +86,16 @@ def quote_compare(data: dict) -> list[str]:
             markdown_table(["Arm", "Source", "Quotes", "Faithful % (n)"], arms, "Faithful rate per arm"), ""]
 
 
+def _no_bound(p: dict) -> str:
+    """Why a pool has no equivalence bound (``owmi.score.score._bound_readable``), the reason that applies."""
+    if p.get("items") is not None and p.get("item_floor") is not None and p["items"] < p["item_floor"]:
+        return f"no bound: {p['items']} items, below the {p['item_floor']}-item floor"
+    se = p.get("auroc_se")
+    if se is not None and not se > 0:
+        return "no bound: the bootstrap did not vary (AUROC standard error 0)"
+    return "no bound (the bootstrap did not vary, or too few items)"
+
+
 def owmi_compare(data: dict) -> list[str]:
     o, papers = data.get("owmi") or {}, data["papers"]
     pp, kp = papers["OWMI_POOLED"], papers["OWMI_KNOWN_POSITIVE"]
@@ -96,7 +106,7 @@ def owmi_compare(data: dict) -> list[str]:
         rows.append([p["pool"], ours(data), str(p["pairs"]),
                      "n/a" if p["dprime"] is None else f"{p['dprime']:.3f}{ci(p['dprime_ci'])}",
                      "n/a" if p["auroc"] is None else f"{p['auroc']:.3f}{ci(p['auroc_ci'])}",
-                     eq or "no bound (the bootstrap did not vary, or too few items)"])
+                     eq or _no_bound(p)])
     if not o.get("pooled"):
         rows.append(["pooled", ours(data), "", "", "", "owmi score has not run on these runs yet"])
     krows = [["known positive (LoRA, Qwen2.5-7B-Instruct)", "paper, its models", kp["pairs"], kp["hits"],

@@ -224,7 +224,10 @@ def full(tmp_path_factory):
                  for m, p in ((p["model_label"], p) for p in summary["per_model"])}
     owmi = dict(_owmi(2), pooled=[{"pool": "embedded · all cells (choice)", "pairs": 36, "items": 9, "dprime": 0.1234,
                                    "dprime_ci": [-0.2, 0.45], "auroc": 0.5123, "auroc_ci": [0.41, 0.6],
-                                   "equivalence": [{"alpha": 0.05, "bound": 0.0987}]}],
+                                   "equivalence": [{"alpha": 0.05, "bound": 0.0987}]},
+                                  {"pool": "gemma3-270m · all cells (choice)", "pairs": 40, "items": 9, "item_floor": 10,
+                                   "dprime": 0.0, "dprime_ci": [0.0, 0.0], "auroc": 0.4568, "auroc_ci": [0.41, 0.501],
+                                   "auroc_se": 0.0231, "equivalence": []}],
                 positive_check=[{"rows": [{"role": "adapted", "model": "embedded+peft:a", "readout": "choice",
                                            "pairs": 100, "hits": 100, "false_alarms": 0, "dprime": 5.1517,
                                            "dprime_ci": [5.1517, 5.1517], "auroc": 1.0, "auroc_ci": [1.0, 1.0]}]}])
@@ -251,6 +254,7 @@ def test_full_page_every_number_is_a_value_of_the_runs_or_the_cited_papers(full)
         assert paper_row in page
     assert "This compares instruments, not models." in page
     assert "no real judge model can run on this machine" in page
+    assert "| no bound: 9 items, below the 10-item floor |" in page  # the reason that applies, not a guess at two
 
 
 def test_full_page_shows_each_run_state_never_an_unfinished_run_as_complete(full):
