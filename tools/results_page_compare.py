@@ -183,19 +183,19 @@ def scale_section(data: dict, figures: dict[str, str]) -> list[str]:
                     f"sample after the model loaded ({m['growth_rss_mb']:+,.0f} MB)" if m["flat"] else
                     f"resident memory {'grew' if m['growth_rss_mb'] > 0 else 'fell'} after the model loaded: "
                     f"{m['growth_rss_mb']:+,.0f} MB ({100 * m['growth_rss_share']:+.1f}%), more than the flat band; "
-                    "see the figure for when") + _after_warmup(m))
+                    "see the figure for when") + _after_peak(m))
         out += [""] + [f"![{k}]({v})" for k, v in sorted(figures.items()) if k.startswith("rss_")] + [""]
     out += ["### Kills and resumes", ""] + (kills or ["No kill record was given (`RUN.kills.txt` in `--logs`).", ""])
     return out
 
 
-def _after_warmup(m: dict) -> str:
+def _after_peak(m: dict) -> str:
     """Per process, what memory did after its peak last rose (``results_scale.processes``): flat since then is
     the decoder having met its largest batch; a peak still rising at the end would be a leak."""
     procs = m.get("processes") or []
-    long = [p for p in procs if p["plateau"]]
     if not procs:
         return ""
+    held = [p for p in procs if p["plateau"]]
     text = (f"; per process ({len(procs)}), from when its peak (VmHWM) last rose to its last sample: "
             + ", ".join(f"{p['after_peak_growth_mb']:+,.0f} MB over {p['after_peak_min']} min" for p in procs))
     rising = [p for p in procs if p["long"] and not p["plateau"]]  # ran a while, its peak still rising near its end
@@ -203,9 +203,9 @@ def _after_warmup(m: dict) -> str:
         p = rising[0]
         return text + (f": the process started {p['start']} ran {p['loaded_min']} minutes after its model loaded and "
                        f"its peak still rose within its last {m['warm_minutes']}: not flat")
-    if not long:
+    if not held:
         return text + f": no process held its peak for {m['warm_minutes']} minutes, so no plateau is measured"
-    worst = max(long, key=lambda p: abs(p["after_peak_share"]))
+    worst = max(held, key=lambda p: abs(p["after_peak_share"]))
     flat = abs(worst["after_peak_share"]) <= m["flat_within"]
     return text + (f": in every process that held its peak for {m['warm_minutes']} minutes or more, resident memory "
                    "stayed within the flat band after it (the rise comes with each process's peak allocation, "

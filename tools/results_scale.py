@@ -100,12 +100,17 @@ def rss_log(path: Path) -> dict | None:
                for m in map(RSS.match, path.read_text(errors="replace").splitlines()) if m]
     if not samples:
         return None
-    loaded = next((s for s in samples if s[1] > 2 * samples[0][1]), samples[0])
+    loaded = _loaded(samples) or samples[0]
     share = (samples[-1][2] - loaded[2]) / loaded[2] if loaded[2] else 0.0
     return {"file": path.name, "n": len(samples), "first": samples[0], "loaded": loaded, "last": samples[-1],
             "peak_hwm_mb": max(s[1] for s in samples), "growth_rss_mb": samples[-1][2] - loaded[2],
             "growth_rss_share": share, "flat": abs(share) <= FLAT_WITHIN, "flat_within": FLAT_WITHIN,
             "processes": processes(samples), "warm_minutes": WARM_S // 60, "samples": samples}
+
+
+def _loaded(samples: list[tuple]) -> tuple | None:
+    """The first sample after the model loaded: the first whose peak is over twice the very first sample's."""
+    return next((s for s in samples if s[1] > 2 * samples[0][1]), None)
 
 
 def processes(samples: list[tuple]) -> list[dict]:
@@ -125,10 +130,11 @@ def processes(samples: list[tuple]) -> list[dict]:
             cut[-1].append(s)
     out = []
     for run in cut:
-        loaded = next((s for s in run if s[1] > 2 * run[0][1]), None)
+        loaded = _loaded(run)
         if loaded is None:
             continue  # killed before its model loaded
-        peak = next(s for s in run if s[1] == max(x[1] for x in run))
+        top = max(x[1] for x in run)
+        peak = next(s for s in run if s[1] == top)
         after_s = _ts(run[-1][0]) - _ts(peak[0])
         out.append({"start": run[0][0], "loaded": loaded, "peak": peak, "last": run[-1],
                     "loaded_min": round((_ts(run[-1][0]) - _ts(loaded[0])) / 60),

@@ -56,6 +56,7 @@ def one_parse() -> Iterator[dict[str, object]]:
         if key not in values:
             values[key] = original_parse(part, types)
         return values[key]
+
     plain = _plain_reader(original)
     readers: dict[str, object] = {}
     shared_names = functools.cache(original_names)  # one table per (architecture, block count), for this block

@@ -396,14 +396,14 @@ def test_memory_is_read_per_process_from_its_peak(tmp_path):
     [p] = m["processes"]
     assert (p["peak"][0], p["after_peak_min"], p["plateau"]) == ("2026-12-02T12:02:10Z", 30, True)
     assert p["after_peak_growth_mb"] == pytest.approx(-2, abs=1)
-    assert "stayed within the flat band after it" in compare._after_warmup(m)
+    assert "stayed within the flat band after it" in compare._after_peak(m)
     log.write_text("".join(flat + leak))
     m = scale.rss_log(log)
     assert [p["start"] for p in m["processes"]] == ["2026-12-02T12:00:10Z", "2026-12-02T12:40:10Z"]
     assert m["processes"][1]["after_peak_min"] == 0 and not m["processes"][1]["plateau"]
-    text = compare._after_warmup(m)
+    text = compare._after_peak(m)
     assert "stayed within the flat band" not in text  # the leaking process holds no plateau: not called flat
     assert "the process started 2026-12-02T12:40:10Z ran 28 minutes after its model loaded and its peak still rose" in text
     log.write_text("".join(leak[:2] + [_rss_line(m, 4900, 4500 + 10 * (m - 42)) for m in range(42, 70)]))
-    text = compare._after_warmup(scale.rss_log(log))  # a peak held for 27 minutes while resident memory rose 6%
+    text = compare._after_peak(scale.rss_log(log))  # a peak held for 27 minutes while resident memory rose 6%
     assert "still moved after the peak in the process started 2026-12-02T12:40:10Z" in text
