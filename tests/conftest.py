@@ -22,7 +22,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # modules: measured 3.7 s of a 9.6 s collection (user CPU, --collect-only, 2 cores). The caches are
 # Python's own __pycache__ (git-ignored), checked against each source's mtime and size as usual, and
 # nothing else changes: a cold checkout compiles once, as before. Only modules imported after this line.
+# The tests' subprocesses (the CLI's smoke tests, the memory bombs under RLIMIT_AS) inherit the same: with
+# the variable set, each recompiled every module it imported that no earlier process had (a cold checkout:
+# 82.3 s against 56.0 s for three subprocess-heavy files, tests/e2e/cli/test_hostile_files_round3.py,
+# tests/integration/owmi/score/test_owmi_dose_paper.py and tests/e2e/tasks/test_bench_score_bounds.py).
 sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 # Property tests draw the same examples on every run (CI included): a red build must reproduce.
@@ -72,6 +77,16 @@ def _shared_load_hf(real_load_hf):
         backend.max_batch_size = choose_batch_size(backend.model, backend.device, cap=batch_size)
         return backend
     return load_hf
+
+
+@pytest.fixture
+def shared_model_loads(monkeypatch):
+    """In-process CLI calls (typer's ``CliRunner``) load the embedded model through the session's
+    loaded copy (``_shared_load_hf``) instead of reading and packing the weights again (~1.5 s a
+    load quiet, most of a ``--dry-run`` test's time). The loader itself keeps its own tests."""
+    from tamperbench.models import loader
+
+    monkeypatch.setattr(loader, "load_hf", _shared_load_hf(loader.load_hf))
 
 
 @pytest.fixture(scope="session")

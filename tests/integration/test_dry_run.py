@@ -14,7 +14,7 @@ from tamperbench.quote.cli import app as quote_app
 from tamperbench.sleight.cli import app as sleight_app
 from tamperbench.store import RunStore
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.usefixtures("shared_model_loads")]
 
 
 def test_sleight_paper_dry_run_prints_plan_and_creates_nothing(tmp_path):

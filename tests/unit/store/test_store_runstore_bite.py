@@ -207,12 +207,15 @@ def test_key_is_the_primary_key_and_provenance_is_stored_once(tmp_path):
         assert store.keys("t") == {"k"}
 
 
-def test_spec_write_failure_is_one_line_and_releases_the_lock(tmp_path):
+def test_spec_write_failure_is_one_line_and_releases_the_lock(tmp_path, monkeypatch):
     """A write that fails (here a 4-byte file size limit, a full disk in small) names spec.json."""
     import resource
+    import sys
 
     run = tmp_path / "run"
     run.mkdir()
+    # no bytecode written under the limit: a module first imported inside it would get a cut-off .pyc
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (4, hard))  # Python ignores SIGXFSZ: writes fail with EFBIG
     try:

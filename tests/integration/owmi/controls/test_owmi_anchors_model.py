@@ -34,7 +34,7 @@ def test_probe_features_are_padding_invariant_and_the_probe_beats_its_null(embed
     assert res["passes"] is True and len(res["null_band"]) == 2
 
 
-def test_known_positive_trains_scores_heldout_and_passes_through_owmi_run(embedded_backend, tmp_path):
+def test_known_positive_trains_scores_heldout_and_passes_through_owmi_run(embedded_backend, tmp_path, shared_model_loads):
     """The test preset (12 training directions, one epoch in batches of 4: six optimizer steps, as two epochs
     of 8 took at twice the compute), its held-out diagnostic, then the adapter through
     ``owmi run`` and ``owmi score`` beside its base (the check: 4 anchor items x 2 seeds, one held-out

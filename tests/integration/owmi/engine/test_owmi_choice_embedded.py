@@ -5,6 +5,7 @@ one-at-a-time reference engine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 
@@ -18,6 +19,37 @@ pytestmark = pytest.mark.model
 
 SPEC = dict(readout="choice", scopes=["active", "lifted"], items_per_benchmark=1, tracks=["A", "B_delayed"], conditions=["intervention", "sham", "observer"],
             probes=["detection", "localization"], observer_classifier=False, calibration_steps=2, task_max_new_tokens=4)
+
+
+def option_logprobs(model, prompt: list[int], options: dict[str, list[list[int]]], iv) -> dict[str, float]:
+    """For each option, log sum over its variants of p(variant | prompt), teacher-forced here with plain
+    transformers calls: the prompt in one forward into a fresh ``DynamicCache``, the cache repeated once per
+    variant, every variant of every option fed as one batch after it, padded on the right (a causal model's
+    logits at a column do not depend on later columns, so padding changes nothing a variant reads). The
+    intervention is hooked as the generated read-out's prefill hooks it, at absolute positions (the prompt's
+    columns, then the variants' from ``len(prompt)`` on). Independent of the engine's option-tree scoring."""
+    import torch
+    from transformers import DynamicCache
+
+    from tamperbench.models.hooks import hooks
+
+    names = [n for n, vs in options.items() for _ in vs]
+    variants = [v for vs in options.values() for v in vs]
+    width = max(len(v) for v in variants)
+    cache, kw = DynamicCache(config=model.config), fw._cache_kw(model)  # transformers 5 renames past_key_values
+    with torch.inference_mode(), (hooks(model, iv.hook_pairs()) if iv is not None else contextlib.nullcontext()):
+        if iv is not None:
+            iv.phase, iv.offset = "prefill", 0
+        first = torch.log_softmax(model(input_ids=torch.tensor([prompt]), **{kw: cache},
+                                        use_cache=True).logits[0, -1].float(), dim=-1)
+        cache.batch_repeat_interleave(len(variants))
+        if iv is not None:
+            iv.offset = len(prompt)
+        rest = torch.log_softmax(model(input_ids=torch.tensor([v + [0] * (width - len(v)) for v in variants]),
+                                       **{kw: cache}, use_cache=True).logits.float(), dim=-1)
+    per_row = [float(first[v[0]]) + sum(float(rest[i, j - 1, v[j]]) for j in range(1, len(v)))
+               for i, v in enumerate(variants)]
+    return {n: math.log(sum(math.exp(x) for x, m in zip(per_row, names) if m == n)) for n in options}
 
 
 @pytest.fixture(scope="module")
@@ -65,22 +97,43 @@ def test_option_logprobs_equal_an_independent_teacher_forced_forward(choice_unit
         tk = tokenize(tok, cs)
         got = json.loads(row["choice_logprobs"])
         # every variant (case, leading space) closed by its delimiter: yes", Yes", " yes", ...; 0}, 29}
-        for name in [n for n in cs.options if n in ("yes", "no", "0", "29")]:  # one- and two-digit layers
-            parts = []
-            for ids, k in zip(tk.seqs, tk.owner):
-                if cs.options[k] != name:
-                    continue
-                full = len(ctx.ids) + len(tk.prefix) + len(ids)
-                altered = ctx.declared + (list(range(ctx.split, full)) if scope == "active" else [])
-                iv = eng.make_iv(unit, cond, altered, "lifted")  # prefill phase: exactly the positions listed
-                parts.append(fw.answer_logprob(model, ctx.ids + tk.prefix, ids, iv))
-            want = math.log(sum(math.exp(x) for x in parts))
-            assert got[name] == pytest.approx(want, abs=2e-3), (fam, name)
+        options = {n: [ids for ids, k in zip(tk.seqs, tk.owner) if cs.options[k] == n]
+                   for n in cs.options if n in ("yes", "no", "0", "29")}  # one- and two-digit layers
+        full = len(ctx.ids) + len(tk.prefix) + max(len(v) for vs in options.values() for v in vs)
+        # the active scope alters every position from the probe on (columns past a shorter variant are its
+        # padding, after everything it reads); the lifted scope only the task's declared positions
+        altered = ctx.declared + (list(range(ctx.split, full)) if scope == "active" else [])
+        iv = eng.make_iv(unit, cond, altered, "lifted")  # prefill phase: exactly the positions listed
+        want = option_logprobs(model, ctx.ids + tk.prefix, options, iv)
+        assert {n: got[n] for n in options} == pytest.approx(want, abs=2e-3), fam
     obs = next(r for r in rows if (r["track"], r["probe_family"], r["condition"]) == ("A", "detection", "observer"))
     cs, tk = closed_set("detection", eng.n_layers), tokenize(tok, closed_set("detection", eng.n_layers))
-    want = {n: math.log(sum(math.exp(fw.answer_logprob(model, obs["prompt_ids"] + tk.prefix, ids, None))
-                            for ids, k in zip(tk.seqs, tk.owner) if cs.options[k] == n)) for n in ("yes", "no")}
+    want = option_logprobs(model, obs["prompt_ids"] + tk.prefix,
+                           {n: [ids for ids, k in zip(tk.seqs, tk.owner) if cs.options[k] == n] for n in ("yes", "no")},
+                           None)
     assert json.loads(obs["choice_logprobs"]) == pytest.approx(want, abs=2e-3)
+
+
+def test_the_check_equals_one_plain_forward_per_variant(choice_unit, embedded_backend):
+    """The check above, held to the engine's one-sequence teacher-forced forward (forward.answer_logprob, no
+    cache) for two hooked options of the active scope: the cached prompt and the right-padded batch change
+    no log-probability."""
+    eng, unit, _item, _rows = choice_unit
+    model, tok = embedded_backend.model, embedded_backend.tokenizer
+    ctx = eng.context(unit, "A", "localization", "intervention")
+    cs = closed_set("localization", eng.n_layers)
+    tk = tokenize(tok, cs)
+    options = {n: [ids for ids, k in zip(tk.seqs, tk.owner) if cs.options[k] == n] for n in ("0", "29")}
+    full = len(ctx.ids) + len(tk.prefix) + max(len(v) for vs in options.values() for v in vs)
+    altered = ctx.declared + list(range(ctx.split, full))
+    got = option_logprobs(model, ctx.ids + tk.prefix, options, eng.make_iv(unit, "intervention", altered, "lifted"))
+    for n, variants in options.items():
+        one_each = []
+        for v in variants:
+            mine = ctx.declared + list(range(ctx.split, len(ctx.ids) + len(tk.prefix) + len(v)))
+            one_each.append(fw.answer_logprob(model, ctx.ids + tk.prefix, v, eng.make_iv(unit, "intervention", mine,
+                                                                                        "lifted")))
+        assert got[n] == pytest.approx(math.log(sum(math.exp(x) for x in one_each)), abs=1e-4), n
 
 
 def test_batched_and_reference_engines_agree(choice_unit, embedded_backend, run_one_unit):
