@@ -26,6 +26,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # the variable set, each recompiled every module it imported that no earlier process had (a cold checkout:
 # 82.3 s against 56.0 s for three subprocess-heavy files, tests/e2e/cli/test_hostile_files_round3.py,
 # tests/integration/owmi/score/test_owmi_dose_paper.py and tests/e2e/tasks/test_bench_score_bounds.py).
+# A child under a file-size limit must set PYTHONDONTWRITEBYTECODE=1 itself: Python 3.11 would leave a cut-off
+# .pyc there (python/cpython#126606; tests/e2e/cli/test_hostile_inputs_round2.py).
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 

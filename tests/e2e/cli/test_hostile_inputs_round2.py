@@ -164,8 +164,9 @@ def test_full_disk_names_the_file_and_keeps_the_old_one(tmp_path):
     def small_disk() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
 
-    # no bytecode written under the limit: CPython writes a .pyc without checking for a short write, so a
-    # module first imported here would leave a cut-off .pyc (2 KiB of it) that breaks every later import
+    # no bytecode written under the limit: Python 3.11 writes a .pyc without checking for a short write
+    # (python/cpython#126606, fixed in later releases), so a module first imported here would leave a
+    # cut-off .pyc (2 KiB of it) that breaks every later import of that module ("marshal data too short")
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
     env.pop("TAMPERBENCH_DEBUG", None)
     proc = subprocess.run([sys.executable, "-m", "tamperbench.cli", "quote", "table", str(run)], capture_output=True,

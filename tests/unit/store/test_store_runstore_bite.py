@@ -215,6 +215,7 @@ def test_spec_write_failure_is_one_line_and_releases_the_lock(tmp_path, monkeypa
     run = tmp_path / "run"
     run.mkdir()
     # no bytecode written under the limit: a module first imported inside it would get a cut-off .pyc
+    # (Python 3.11 does not check the write: python/cpython#126606)
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (4, hard))  # Python ignores SIGXFSZ: writes fail with EFBIG
