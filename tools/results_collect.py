@@ -216,6 +216,7 @@ def collect_owmi(runs: list[str], anchors: list[str], score_dir: str, tmp: Path)
 
         out["pooled"] = [{"pool": p["pool"], "item_floor": ITEM_FLOOR,
                           **{k: p["complete"].get(k) for k in ("pairs", "items", "dprime", "dprime_ci", "auroc",
-                                                               "auroc_ci", "auroc_se", "equivalence")}}
+                                                               "auroc_ci", "auroc_se", "equivalence",
+                                                               "no_bound_reason")}}
                          for p in score.get("pooled", [])]
     return out if out["runs"] or out["positive_check"] else None

@@ -87,13 +87,10 @@ def quote_compare(data: dict) -> list[str]:
 
 
 def _no_bound(p: dict) -> str:
-    """Why a pool has no equivalence bound (``owmi.score.score._bound_readable``), the reason that applies."""
-    if p.get("items") is not None and p.get("item_floor") is not None and p["items"] < p["item_floor"]:
-        return f"no bound: {p['items']} items, below the {p['item_floor']}-item floor"
-    se = p.get("auroc_se")
-    if se is not None and not se > 0:
-        return "no bound: the bootstrap did not vary (AUROC standard error 0)"
-    return "no bound (the bootstrap did not vary, or too few items)"
+    """Why a pool has no equivalence bound: the reason ``owmi score`` recorded beside it (``no_bound_reason``)."""
+    if p.get("no_bound_reason"):
+        return f"no bound: {p['no_bound_reason']}"
+    return "no bound (this owmi_score.json records no reason: rerun `owmi score` on these runs)"
 
 
 def owmi_compare(data: dict) -> list[str]:

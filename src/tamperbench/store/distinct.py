@@ -8,7 +8,7 @@ by shared keys.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from tamperbench.errors import UserError
@@ -16,8 +16,9 @@ from tamperbench.errors import UserError
 NOT_RECORDS = {"provenance", "meta"}
 
 
-def record_keys(run_dir: Path) -> set[tuple[str, str]]:
-    """(table, key) of every record of a run, read-only; empty when it is not a readable run."""
+def record_keys(run_dir: Path, tables: Collection[str] | None = None) -> set[tuple[str, str]]:
+    """(table, key) of every record of a run (of ``tables`` only, when given), read-only; empty when it is
+    not a readable run."""
     from tamperbench.store.run_store import RunStore
 
     try:
@@ -27,7 +28,7 @@ def record_keys(run_dir: Path) -> set[tuple[str, str]]:
     try:
         out: set[tuple[str, str]] = set()
         for table in store.tables():
-            if table not in NOT_RECORDS and "key" in store.column_types(table):
+            if table not in NOT_RECORDS and (tables is None or table in tables) and "key" in store.column_types(table):
                 out |= {(table, k) for k in store.keys(table)}
         return out
     finally:
@@ -49,13 +50,17 @@ def distinct_paths(paths: Sequence[Path]) -> tuple[list[Path], list[str]]:
     return kept, notes
 
 
-def distinct_records(paths: Sequence[Path]) -> tuple[list[Path], list[str]]:
-    """(runs to count, one line per run left out): a run sharing record keys with an earlier one (a copy)."""
+def distinct_records(paths: Sequence[Path], tables: Collection[str] | None = None) -> tuple[list[Path], list[str]]:
+    """(runs to count, one line per run left out): a run sharing record keys with an earlier one (a copy).
+
+    ``tables``: the tables whose records the caller counts (every table when None). WHY: a run can also hold
+    records computed from settings another run shares (OWMI's impact-matching calibration is the same for
+    every read-out of one spec); such a shared record does not make the second run a copy of the first."""
     kept: list[Path] = []
     notes: list[str] = []
     keys: list[tuple[Path, set[tuple[str, str]]]] = []
     for p in map(Path, paths):
-        mine = record_keys(p)
+        mine = record_keys(p, tables)
         twin = next(((q, len(mine & theirs)) for q, theirs in keys if mine & theirs), None)
         if twin is not None:
             notes.append(f"{p}: holds {twin[1]} record(s) with the same keys as {twin[0]} (a copy of the same "
@@ -66,8 +71,8 @@ def distinct_records(paths: Sequence[Path]) -> tuple[list[Path], list[str]]:
     return kept, notes
 
 
-def distinct_runs(paths: Sequence[Path]) -> tuple[list[Path], list[str]]:
-    """Both: each directory once, and each set of records once."""
+def distinct_runs(paths: Sequence[Path], tables: Collection[str] | None = None) -> tuple[list[Path], list[str]]:
+    """Both: each directory once, and each set of records (of ``tables``, when given) once."""
     kept, notes = distinct_paths(paths)
-    kept, more = distinct_records(kept)
+    kept, more = distinct_records(kept, tables)
     return kept, notes + more

@@ -10,6 +10,8 @@ store; no model is loaded.
 
 from __future__ import annotations
 
+import json
+
 import os
 import resource
 import subprocess
@@ -246,6 +248,47 @@ def test_owmi_score_counts_a_run_given_twice_once(tmp_path, tb_inprocess):
         assert proc.stderr.count("note:") == (0 if i == 0 else 1), proc.stderr
         outs.append((tmp_path / f"s{i}" / "owmi_detection.csv").read_text())
     assert outs[0] == outs[1] == outs[2] and "12" in outs[0]  # 12 pairs, not 24
+
+
+def test_owmi_score_keeps_two_read_outs_that_share_only_their_calibration(tmp_path, tb_inprocess):
+    """A `choice` run and a `constrained` run of one spec hold the same impact-matching calibration records
+    (computed from the spec, not from how answers are read) and different trial records: both are scored.
+    A real copy (the same trial records) is still counted once."""
+    import shutil
+
+    from pydantic import BaseModel
+
+    from tamperbench.owmi.protocol.records import CALIBRATION_TABLE, RUNS_TABLE
+
+    class Cal(BaseModel):
+        key: str
+        eta: float
+
+    def with_calibration(path: Path, readout: str) -> Path:
+        run = _owmi_run(path)
+        with RunStore.open_existing(run) as store:
+            rows = store.rows(RUNS_TABLE)
+            store.con.execute(f"DELETE FROM {RUNS_TABLE}")
+            from tamperbench.owmi.protocol.records import OwmiRun
+
+            store.write(RUNS_TABLE, [OwmiRun(**{**r, "readout": readout, "key": trial_key([r["key"], readout])})
+                                     for r in rows])
+            store.ensure_table(CALIBRATION_TABLE, Cal)
+            store.write(CALIBRATION_TABLE, [Cal(key="cell-c", eta=1.5)])
+        return run
+
+    a, b = with_calibration(tmp_path / "A", "generated"), with_calibration(tmp_path / "B", "constrained")
+    proc = tb_inprocess("owmi", "score", a, b, "--boot", "50", "--dose-boot", "0", "--out", tmp_path / "s")
+    assert proc.returncode == 0 and "note:" not in proc.stderr, proc.stderr
+    scored = json.loads((tmp_path / "s" / "owmi_score.json").read_text())
+    assert scored["runs"] == [str(a), str(b)] and scored["readouts"] == ["constrained", "generated"]
+    assert scored["n_rows"] == 2 * 24  # both runs' records, each read-out its own cells
+    detection = (tmp_path / "s" / "owmi_detection.csv").read_text()
+    shutil.copytree(b, tmp_path / "COPY")
+    proc = tb_inprocess("owmi", "score", a, b, tmp_path / "COPY", "--boot", "50", "--dose-boot", "0",
+                        "--out", tmp_path / "s2")
+    assert proc.returncode == 0 and proc.stderr.count("note:") == 1 and "COPY" in proc.stderr, proc.stderr
+    assert (tmp_path / "s2" / "owmi_detection.csv").read_text() == detection
 
 
 def test_sleight_table_refuses_a_run_twice_or_a_copy(tmp_path, tb_inprocess):

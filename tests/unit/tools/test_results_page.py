@@ -227,7 +227,7 @@ def full(tmp_path_factory):
                                    "equivalence": [{"alpha": 0.05, "bound": 0.0987}]},
                                   {"pool": "gemma3-270m · all cells (choice)", "pairs": 40, "items": 9, "item_floor": 10,
                                    "dprime": 0.0, "dprime_ci": [0.0, 0.0], "auroc": 0.4568, "auroc_ci": [0.41, 0.501],
-                                   "auroc_se": 0.0231, "equivalence": []}],
+                                   "auroc_se": 0.0231, "equivalence": [], "no_bound_reason": "9 items, below the 10-item floor"}],
                 positive_check=[{"rows": [{"role": "adapted", "model": "embedded+peft:a", "readout": "choice",
                                            "pairs": 100, "hits": 100, "false_alarms": 0, "dprime": 5.1517,
                                            "dprime_ci": [5.1517, 5.1517], "auroc": 1.0, "auroc_ci": [1.0, 1.0]}]}])

@@ -49,7 +49,12 @@ def score_cmd(
 
         require_extra()
     validation = load_validation(recon_validation) if recon_validation is not None else None
-    runs, notes = distinct_runs(runs)  # a run given twice, or a copy of one, is counted once
+    from tamperbench.owmi.protocol.records import RUNS_TABLE
+    from tamperbench.owmi.score.anchor_store import ANCHOR_TABLE
+
+    # a run given twice, or a copy of one, is counted once; a copy is judged by the records scored (runs and
+    # anchors), not by the impact-matching calibration a choice run and a constrained run of one spec share
+    runs, notes = distinct_runs(runs, tables=(RUNS_TABLE, ANCHOR_TABLE))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     result = score_runs(runs, n_boot=boot, seed=seed, dose_boot=dose_boot, decay_level=decay_level,

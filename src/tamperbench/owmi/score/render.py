@@ -142,6 +142,8 @@ def to_markdown(result: dict) -> str:
         if eq:
             L.append(f"- {esc(p['pool'])}: " + "; ".join(
                 f"below {100 * e['bound']:.3f} pp at alpha {e['alpha']:g}" for e in eq))
+        elif p["complete"].get("no_bound_reason"):
+            L.append(f"- {esc(p['pool'])}: no bound: {esc(p['complete']['no_bound_reason'])}")
     for c in result["cells"]:
         eq = (c.get("detection") or {}).get("complete", {}).get("equivalence") or []
         if eq and c["cell"]["probe_family"] == "detection":

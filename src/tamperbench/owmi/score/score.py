@@ -128,14 +128,23 @@ def _fmt_ci(d: dict) -> list[float]:
     return [float(x) for x in d["ci"]]
 
 
-def _bound_readable(c: dict) -> bool:
-    """An equivalence bound is read only from a bootstrap that varied (SE > 0), over at least the item floor,
-    from a reporter that varied: a zero SE never gives a bound (``verdict`` module text)."""
+def no_bound_reason(c: dict) -> str | None:
+    """Why a cell (or pool) gets no equivalence bound, or None when it gets one. A bound is read only from
+    complete pairs over at least the item floor, from a bootstrap that varied (SE > 0) and a reporter that
+    varied: a zero SE never gives a bound (``verdict`` module text). The first reason that applies, in that
+    order; stored beside the (empty) bound so a reader need not guess which it was."""
     from tamperbench.owmi.score.verdict import ITEM_FLOOR
 
     se = c["auroc_se"]
-    return bool(c["pairs"] and se is not None and np.isfinite(se) and se > 0 and c["items"] >= ITEM_FLOOR
-                and c.get("score_levels") != 1)
+    if not c["pairs"]:
+        return "no complete pairs"
+    if c["items"] < ITEM_FLOOR:
+        return f"{c['items']} items, below the {ITEM_FLOOR}-item floor"
+    if c.get("score_levels") == 1:
+        return "a constant reporter (one score level over every pair)"
+    if se is None or not np.isfinite(se) or not se > 0:
+        return "the bootstrap did not vary (AUROC standard error 0)"
+    return None
 
 
 def detection_test(rows: list[dict], seed: int) -> dict:
@@ -175,7 +184,8 @@ def detection_entry(rows: list[dict], n_boot: int, seed: int) -> dict:
     se = c["auroc_se"]
     c["p_value_bootstrap_z"] = (float(2 * norm.sf(abs(c["auroc"] - 0.5) / se)) if se and np.isfinite(se) and se > 0
                                 else None)
-    c["equivalence"] = equivalence_bound(c["auroc"], se, ALPHAS) if _bound_readable(c) else []
+    c["no_bound_reason"] = no_bound_reason(c)
+    c["equivalence"] = equivalence_bound(c["auroc"], se, ALPHAS) if c["no_bound_reason"] is None else []
     entry["shift_inclusive_minus_complete"] = (entry["inclusive"]["dprime"] - c["dprime"]
                                                if c["pairs"] and entry["inclusive"]["pairs"] else None)
     entry["parse_rates"] = tier_parse_rates(rows)
