@@ -4,8 +4,12 @@
 # CPU and memory per run (its --logs folder, default runs/results/logs). Every step resumes its run directory,
 # so the script can be stopped (kill it, then the step's process) and started again at any time.
 #
-#   setsid nohup tools/results_background.sh > /dev/null 2>&1 &      # from the repository root, after make install-test
+#   nohup tools/results_background.sh > /dev/null 2>&1 &      # from the repository root, after make install-test
 #
+# Start it from the shell you work in, without setsid: Linux's autogroup scheduling (kernel.sched_autogroup_enabled)
+# shares the CPU between sessions first, so a niced job in a session of its own still took as much CPU as the
+# suite beside it (87% of a core against the two pytest workers' 50% and 44%, `top`); inside the same session
+# its nice 19 yields to that work.
 # The steps are `tools/results.py --print-steps`' (the one list `make results` runs), the embedded model's first
 # and Gemma 3's after them (Gemma's Sleight of Word run alone takes many hours on 2 cores), then the page.
 # Settings: NICE (default 19), OMP_NUM_THREADS (default 1: on a 2-core machine shared with other work, torch's two
