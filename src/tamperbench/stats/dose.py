@@ -83,7 +83,10 @@ def zero_dose_margin(b0: float, b1: float, sigma_total: float, n_nodes: int = 40
     return float((wts * (expit(b0 + b1 + b) - expit(b0 + b))).sum() / wts.sum())
 
 
-def _vb_sigmas(y, z, basis, groups: dict[str, np.ndarray]) -> list[float]:
+def _vb_sigmas(y, z, basis, groups: dict[str, np.ndarray], seed: int) -> list[float]:
+    """The random effects' SDs from statsmodels' variational Bayes fit. ``seed`` draws its starting values:
+    without one, ``fit_vb`` draws them from fresh OS entropy, and the same data gave another fit each run
+    (owmi score's dose-ladder beta0 20.18 in one run, 21.05 in the next)."""
     if not groups:
         return []
     import pandas as pd
@@ -94,7 +97,7 @@ def _vb_sigmas(y, z, basis, groups: dict[str, np.ndarray]) -> list[float]:
     terms = " + ".join(["z"] + [f"h{k}" for k in range(basis.shape[1])])
     vc = {k: f"0 + C(g_{k})" for k in groups}
     try:
-        fit = BinomialBayesMixedGLM.from_formula(f"y ~ {terms}", vc, df).fit_vb()
+        fit = BinomialBayesMixedGLM.from_formula(f"y ~ {terms}", vc, df).fit_vb(rng=np.random.default_rng(seed))
         return [float(s) for s in np.exp(fit.vcp_mean)]
     except Exception:  # noqa: BLE001 - a failed VB fit falls back to a unit prior SD, reported
         return [1.0] * len(groups)
@@ -133,7 +136,7 @@ def dose_response(y, z, dose, *, groups: dict[str, Sequence[object]] | None = No
         return {"identified": False, "stratified": stratified, "m0": None, "leakage_share": None,
                 "reason": f"{knots.size} positive dose level(s): at least two are needed to extrapolate to zero dose"}
     gcodes = {k: np.unique(np.asarray(v).astype(str), return_inverse=True)[1] for k, v in (groups or {}).items()}
-    sigmas = _vb_sigmas(y, z, ramp_basis(dose, knots), gcodes)
+    sigmas = _vb_sigmas(y, z, ramp_basis(dose, knots), gcodes, seed)
     sig_tot = float(np.sqrt(sum(s * s for s in sigmas)))
     theta = fit_map(y, z, dose, knots, list(gcodes.values()), sigmas)
     m0 = zero_dose_margin(theta[0], theta[1], sig_tot)

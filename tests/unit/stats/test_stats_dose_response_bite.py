@@ -167,8 +167,8 @@ def test_random_effect_sds_are_statsmodels_vb_and_m0_integrates_them():
 def test_vb_sigmas_fall_back_to_one_when_the_fit_fails():
     y, z, dose, items, _ = _grouped_data()
     basis = ramp_basis(dose, np.array([1.0, 2.0, 3.0]))
-    assert _vb_sigmas(np.full(y.size, np.nan), z, basis, {"item": items, "op": items % 3}) == [1.0, 1.0]
-    assert _vb_sigmas(y, z, basis, {}) == []
+    assert _vb_sigmas(np.full(y.size, np.nan), z, basis, {"item": items, "op": items % 3}, 0) == [1.0, 1.0]
+    assert _vb_sigmas(y, z, basis, {}, 0) == []
 
 
 def test_the_used_stratum_is_the_same_fit_on_the_kept_rows():
