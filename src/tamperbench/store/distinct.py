@@ -50,18 +50,28 @@ def distinct_paths(paths: Sequence[Path]) -> tuple[list[Path], list[str]]:
     return kept, notes
 
 
-def distinct_records(paths: Sequence[Path], tables: Collection[str] | None = None) -> tuple[list[Path], list[str]]:
-    """(runs to count, one line per run left out): a run sharing record keys with an earlier one (a copy).
+def _shared(mine: set[tuple[str, str]], theirs: set[tuple[str, str]]) -> int:
+    """Records two runs share when every table both hold shares at least one key (0 otherwise). WHY every
+    table: a run can hold records computed from settings another run shares (OWMI's impact-matching
+    calibration is the same for every read-out of one spec) beside trials of its own; a shared table of that
+    kind alone does not make the second run a copy of the first, shared trials do (a copy taken mid-run
+    shares some of each table)."""
+    common = {t for t, _ in mine} & {t for t, _ in theirs}
+    both = mine & theirs
+    if not common or any(not any(t == u for u, _ in both) for t in common):
+        return 0
+    return len(both)
 
-    ``tables``: the tables whose records the caller counts (every table when None). WHY: a run can also hold
-    records computed from settings another run shares (OWMI's impact-matching calibration is the same for
-    every read-out of one spec); such a shared record does not make the second run a copy of the first."""
+
+def distinct_records(paths: Sequence[Path], tables: Collection[str] | None = None) -> tuple[list[Path], list[str]]:
+    """(runs to count, one line per run left out): a run sharing records with an earlier one (a copy: see
+    ``_shared``). ``tables``: the tables whose records the caller counts (every table with keys when None)."""
     kept: list[Path] = []
     notes: list[str] = []
     keys: list[tuple[Path, set[tuple[str, str]]]] = []
     for p in map(Path, paths):
         mine = record_keys(p, tables)
-        twin = next(((q, len(mine & theirs)) for q, theirs in keys if mine & theirs), None)
+        twin = next(((q, n) for q, theirs in keys if (n := _shared(mine, theirs))), None)
         if twin is not None:
             notes.append(f"{p}: holds {twin[1]} record(s) with the same keys as {twin[0]} (a copy of the same "
                          "trials); left out, so each trial is counted once")
