@@ -58,9 +58,7 @@ def _shared(mine: set[tuple[str, str]], theirs: set[tuple[str, str]]) -> int:
     shares some of each table)."""
     common = {t for t, _ in mine} & {t for t, _ in theirs}
     both = mine & theirs
-    if not common or any(not any(t == u for u, _ in both) for t in common):
-        return 0
-    return len(both)
+    return len(both) if common and common <= {t for t, _ in both} else 0
 
 
 def distinct_records(paths: Sequence[Path], tables: Collection[str] | None = None) -> tuple[list[Path], list[str]]:
