@@ -182,8 +182,33 @@ def scale_section(data: dict, figures: dict[str, str]) -> list[str]:
                     f"{m['growth_rss_mb']:+,.0f} MB ({100 * m['growth_rss_share']:+.1f}%), more than the flat band; "
                     "see the figure for when") + _after_peak(m))
         out += [""] + [f"![{k}]({v})" for k, v in sorted(figures.items()) if k.startswith("rss_")] + [""]
+    out += settings_section(data)
     out += ["### Kills and resumes", ""] + (kills or ["No kill record was given (`RUN.kills.txt` in `--logs`).", ""])
     return out
+
+
+def _distinct(sessions: list[dict], field: str) -> str:
+    return ", ".join(sorted({str(s[field]) for s in sessions if s.get(field) is not None})) or "unset"
+
+
+def settings_section(data: dict) -> list[str]:
+    """Per run, the processes that wrote it as its ``sessions`` table records them: torch threads change the bits
+    (docs/reproducing.md), so a rerun meant to match bit for bit needs the same count."""
+    rows = []
+    for e in data.get("scale") or []:
+        name = Path(e["run"]).name
+        name = f"{Path(e['run']).parent.name}/{name}" if name.startswith("run-") else name
+        ss = e.get("settings") or []
+        if not ss:
+            rows.append([name, "0", "not recorded: written before runs recorded their sessions", "", ""])
+            continue
+        rows.append([name, str(len(ss)), *(_distinct(ss, k) for k in ("torch_threads", "omp", "commit"))])
+    return ["### Settings per process", "",
+            "Each process that opens a run records what it computed with in the run's `sessions` table "
+            "(`tamperbench.runs.session`): torch's thread count, the thread variables, the commit. Under another "
+            "thread count a CPU sums in another order, and a sampled answer can part ways where it meets a near tie "
+            "([Reproducing](reproducing.md)): rerun with the count shown to match a run bit for bit.", "",
+            markdown_table(["Run", "Processes recorded", "Torch threads", "OMP_NUM_THREADS", "Commit"], rows), ""]
 
 
 def _after_peak(m: dict) -> str:

@@ -144,11 +144,21 @@ def processes(samples: list[tuple]) -> list[dict]:
     return out
 
 
+def settings(session: dict) -> dict:
+    """What the page shows of one stored session (``tamperbench.runs.session``): when, on how many torch threads,
+    under which thread variable, from which commit."""
+    commit = session.get("tamperbench_commit")
+    return {"recorded_at": session.get("recorded_at"), "torch_threads": session.get("torch_threads"),
+            "omp": (session.get("env") or {}).get("OMP_NUM_THREADS"),
+            "commit": (commit[:12] + ("+dirty" if session.get("tamperbench_dirty") else "")) if commit else None}
+
+
 def evidence(run: str, copy: Path | None, logs: Path | None) -> dict:
     """Everything the page's scale table shows for one run."""
     from tamperbench.store import RunStore
 
-    out: dict = {"run": run, "records": None, "time": None, "rss": None, "kills": None, "session_gap_s": SESSION_GAP_S}
+    out: dict = {"run": run, "records": None, "time": None, "rss": None, "kills": None, "session_gap_s": SESSION_GAP_S,
+                 "settings": []}
     if logs is not None:
         name = Path(run).name if not Path(run).name.startswith("run-") else Path(run).parent.name  # a check's run
         out["time"] = time_log(logs / f"{name}.time") or time_log(logs / f"{name}.err")
@@ -159,6 +169,7 @@ def evidence(run: str, copy: Path | None, logs: Path | None) -> dict:
     if copy is not None and (copy / "records.duckdb").is_file():
         with RunStore.open_existing(copy, read_only=True) as store:
             out["records"] = record_sessions(store, since)
+            out["settings"] = [settings(s) for s in store.sessions()]
     r, t = out["records"] or {}, out["time"] or {}
     if r.get("last_process"):
         out["rate"] = {"tokens_per_s": r["last_process"]["tokens_per_s"], "basis": "last process, from its start "

@@ -19,10 +19,10 @@ import duckdb
 from tamperbench.safeio.csv_cells import defuse_table
 from tamperbench.errors import UserError, damaged_database
 from tamperbench.store import Record, RunStore
-from tamperbench.store.run_store import quote_ident
+from tamperbench.store.run_store import INTERNAL_TABLES, quote_ident
 
 FORMATS = ("parquet", "csv", "jsonl")
-INTERNAL = {"provenance", "meta"}
+INTERNAL = INTERNAL_TABLES
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
 _RECORD_COLUMNS = set(Record.model_fields)
 _OPTIONS = {"parquet": "FORMAT parquet", "csv": "FORMAT csv, HEADER", "jsonl": "FORMAT json"}

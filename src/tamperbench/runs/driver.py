@@ -150,7 +150,8 @@ def check_capabilities(backend: Any, needs: Sequence[str], who: str) -> None:
 
 
 def record_provenance(store: RunStore, backend: Any, note: Callable[[str], None] | None = None) -> str:
-    """Store the backend's provenance (weights, revision, template) once; its id ('' without one).
+    """Store the backend's provenance (weights, revision, template) once, and this process's session
+    (``runs.session``: torch threads, environment, commit); the provenance id ('' without one).
 
     When the store holds the same weights loaded the same way from another folder (another
     ``$TAMPERBENCH_HOME``, a moved cache), the backend takes that stored record, so the run resumes
@@ -168,7 +169,11 @@ def record_provenance(store: RunStore, backend: Any, note: Callable[[str], None]
             if note is not None:
                 note(f"same weights (sha256 {prov.sha256[:12]}) as the stored provenance {same.id}, read from "
                      f"{prov.resolved_path} instead of {same.resolved_path}: resuming under {same.id}")
-    return store.put_provenance(backend.provenance)
+    pid = store.put_provenance(backend.provenance)
+    from tamperbench.runs.session import session_record
+
+    store.put_session(session_record(pid))  # threads, environment, commit: what the id leaves out
+    return pid
 
 
 def execute(store: RunStore, units: Sequence[WorkUnit], worker: tuple[str, str], config: Any, *,

@@ -13,13 +13,12 @@ from pathlib import Path
 
 from tamperbench.errors import UserError
 
-NOT_RECORDS = {"provenance", "meta"}
 
 
 def record_keys(run_dir: Path, tables: Collection[str] | None = None) -> set[tuple[str, str]]:
     """(table, key) of every record of a run (of ``tables`` only, when given), read-only; empty when it is
     not a readable run."""
-    from tamperbench.store.run_store import RunStore
+    from tamperbench.store.run_store import INTERNAL_TABLES, RunStore
 
     try:
         store = RunStore.open_existing(run_dir, read_only=True)
@@ -28,7 +27,7 @@ def record_keys(run_dir: Path, tables: Collection[str] | None = None) -> set[tup
     try:
         out: set[tuple[str, str]] = set()
         for table in store.tables():
-            if table not in NOT_RECORDS and (tables is None or table in tables) and "key" in store.column_types(table):
+            if table not in INTERNAL_TABLES and (tables is None or table in tables) and "key" in store.column_types(table):
                 out |= {(table, k) for k in store.keys(table)}
         return out
     finally:

@@ -36,6 +36,10 @@ DB_FILE = "records.duckdb"
 WRITER_FILES = (SPEC_FILE, DB_FILE, DB_FILE + ".wal", run_lock.LOCK_FILE, run_lock.SUPERSEDED_DIR)
 
 
+# tables of a run that hold no records: the model's provenance, the schema's stamp, each process's session
+INTERNAL_TABLES = frozenset({"provenance", "meta", "sessions"})
+
+
 def quote_ident(name: str) -> str:
     """A SQL identifier, double-quoted with inner quotes doubled: a table name is data, never SQL."""
     return '"' + name.replace('"', '""') + '"'
@@ -273,6 +277,23 @@ class RunStore:
         pid = provenance.id  # type: ignore[attr-defined]
         self.con.execute("INSERT OR IGNORE INTO provenance VALUES (?, ?)", [pid, canonical_json(provenance)])
         return pid
+
+    def put_session(self, record: dict) -> str:
+        """One row of the ``sessions`` table (``runs.session``: what a process computed with). Its id
+        hashes the record but its ``recorded_at``: the same settings recorded again by the same process
+        are one row, a change (another model, another thread count set in between) is another. The
+        table is made on first use, so a run made before sessions were recorded reads as it was."""
+        sid = trial_key({k: v for k, v in record.items() if k != "recorded_at"})[:16]
+        self.con.execute("CREATE TABLE IF NOT EXISTS sessions (id VARCHAR PRIMARY KEY, record JSON)")
+        self.con.execute("INSERT OR IGNORE INTO sessions VALUES (?, ?)", [sid, canonical_json(record)])
+        return sid
+
+    def sessions(self) -> list[dict]:
+        """The stored session records, oldest first; [] for a run made before they were recorded."""
+        if not self.has_table("sessions"):
+            return []
+        rows = [json.loads(r) for (r,) in self.con.execute("SELECT record FROM sessions").fetchall()]
+        return sorted(rows, key=lambda r: (str(r.get("recorded_at", "")), str(r.get("session", ""))))
 
     def keys(self, table: str) -> set[str]:
         if not self.has_table(table):

@@ -407,3 +407,28 @@ def test_memory_is_read_per_process_from_its_peak(tmp_path):
     log.write_text("".join(leak[:2] + [_rss_line(m, 4900, 4500 + 10 * (m - 42)) for m in range(42, 70)]))
     text = compare._after_peak(scale.rss_log(log))  # a peak held for 27 minutes while resident memory rose 6%
     assert "still moved after the peak in the process started 2026-12-02T12:40:10Z" in text
+
+
+def test_the_settings_table_reads_each_runs_sessions_and_says_when_none_were_recorded(tmp_path):
+    """A run written through the store with two sessions (one and two threads) and a run without a sessions
+    table (made before they were recorded): the page lists both threads for the first and says "not recorded"
+    for the second, never a thread count it did not read."""
+    from tamperbench.store import RunStore
+
+    scale, compare = _tool("results_scale"), _tool("results_page_compare")
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_synthetic_run(a, questions=1, words=1)
+    write_synthetic_run(b, questions=1, words=1)
+    base = {"session": "s1", "started_at": "2026-12-06T00:00:00+00:00", "provenance_id": "p", "env": {}}
+    with RunStore.open_existing(a) as store:
+        store.put_session({**base, "recorded_at": "2026-12-06T00:00:01+00:00", "torch_threads": 1,
+                           "env": {"OMP_NUM_THREADS": "1"}, "tamperbench_commit": "a" * 40, "tamperbench_dirty": False})
+        store.put_session({**base, "session": "s2", "recorded_at": "2026-12-06T01:00:00+00:00", "torch_threads": 2,
+                           "env": {"OMP_NUM_THREADS": "2"}, "tamperbench_commit": "b" * 40, "tamperbench_dirty": True})
+    data = {"scale": [scale.evidence(str(r), r, None) for r in (a, b)]}
+    assert [s["torch_threads"] for s in data["scale"][0]["settings"]] == [1, 2]
+    text = "\n".join(compare.settings_section(data))
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| a ") or
+            line.startswith("| b ")}
+    assert rows["a"] == f"| a | 2 | 1, 2 | 1, 2 | {'a' * 12}, {'b' * 12}+dirty |"
+    assert "not recorded" in rows["b"] and "| 0 |" in rows["b"]
