@@ -210,8 +210,6 @@ EQUIVALENT += [
     *[("src/tamperbench/store/run_store.py", "xǁRunStoreǁopen", n, "spec_dict comes from canonical_json, whose keys are "
        "already sorted at every level: dumping it unsorted keeps that order")
       for n in ("sort_keys=None))", "indent=2, ))", "sort_keys=False))")],
-    ("src/tamperbench/store/run_store.py", "x__with_new_defaults", "if (missing) or True else stored",
-     "an empty `missing` merges nothing: {**stored} equals stored"),
     ("src/tamperbench/store/run_store.py", "xǁRunStoreǁclose", 'self._lock_key = ""',
      "releasing the key \"\" is a no-op like skipping it: a second close changes nothing either way"),
     ("src/tamperbench/store/lock.py", "x_preflight", "            return",

@@ -46,6 +46,13 @@ class FrozenSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     cli_flags: ClassVar[dict[str, str]] = {}
 
+    @classmethod
+    def stored_defaults(cls, stored: dict) -> dict[str, Any]:
+        """What a field added to the class after ``stored`` (a run's frozen spec) was written reads as in it:
+        the field's default, unless a suite says the old behaviour was another value (Exact Words'
+        ``sample_seed``: runs sampled before it existed seeded by position)."""
+        return {k: f.default for k, f in cls.model_fields.items() if k not in stored and not f.is_required()}
+
 
 def _field_of(first: ErrorDetails) -> str:
     return ".".join(str(p) for p in first["loc"]) or "(top level)"

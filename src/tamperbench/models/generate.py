@@ -1,12 +1,13 @@
 """Plain batched generation (greedy or seeded sampling, stop strings) on the step decoder.
 
 Why not ``model.generate``: continuous batching (a finished row's slot is refilled at once) and
-per-conversation random generators, so a sampled answer depends on (seed, index) only and not on
-the batch size or on its neighbours in the batch.
+per-conversation random generators, so a sampled answer depends on its seed only (a caller's own seed
+per prompt, or (seed, index in the call)) and not on the batch size or on its neighbours in the batch.
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -29,7 +30,19 @@ def _cut_stop(text: str, stops: Sequence[str]) -> int | None:
     return min(hits) if hits else None
 
 
-def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int,
+def row_seeds(seed: int | Sequence[int], n: int) -> list[int]:
+    """Each prompt's sampling seed: ``seed`` itself when it is a sequence (one per prompt, the caller's:
+    Exact Words seeds each trial by its identity), else (seed, index in the call)."""
+    if isinstance(seed, numbers.Integral):
+        return [int(seed) * 1_000_003 + i for i in range(n)]
+    seeds = [int(x) for x in seed]
+    if len(seeds) != n:
+        raise ValueError(f"{len(seeds)} seeds for {n} prompts")
+    return seeds
+
+
+def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, temperature: float,
+                   seed: int | Sequence[int],
                    stops: list[str], progress: ProgressListener | None = None, share_prefix: bool = True,
                    prefix_store=None, grammars: Sequence | None = None) -> list[tuple[list[int], str, str]]:
     """Returns (new token ids, text, finish_reason) per prompt, in prompt order.
@@ -63,6 +76,7 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
     dec.per_token_stats = False  # answers need each row's token (and log-probs to sample), no entropies
     row_of: dict[int, int] = {}  # row id -> prompt index
     gens: dict[int, torch.Generator] = {}
+    seeds = row_seeds(seed, len(prompts))
     results: list[tuple[list[int], str, str] | None] = [None] * len(prompts)
     longest_stop = max((len(s) for s in stops), default=0)
     n_tokens = n_done = 0
@@ -79,7 +93,7 @@ def run_generation(backend, prompts: list[list[int]], *, max_new_tokens: int, te
 
                     dec.set_grammar(rid, matcher(backend.tokenizer, grammars[i], backend.eos_ids))
                 if temperature > 0:
-                    gens[rid] = torch.Generator().manual_seed(seed * 1_000_003 + i)
+                    gens[rid] = torch.Generator().manual_seed(seeds[i])
         force = None
         if temperature > 0:
             rids = list(row_of)

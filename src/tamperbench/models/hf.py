@@ -115,7 +115,7 @@ class HFBackend:
                            capacity=capacity or self.max_batch_size, max_context=self.max_context)
 
     def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int,
-                      temperature: float = 0.0, seed: int = 0, stop: list[str] | None = None,
+                      temperature: float = 0.0, seed: int | Sequence[int] = 0, stop: list[str] | None = None,
                       system: str | None = None, template_kwargs: dict | None = None,
                       progress: ProgressListener | None = None, share_prefix: bool = True,
                       grammar=None) -> list[Generation]:
@@ -125,9 +125,9 @@ class HFBackend:
         ``share_prefix``: prompts that share a token prefix (a document, a system prompt) prefill
         it once (models/prefix_share.py); False prefills every prompt alone (the benchmarks' baseline).
 
-        Sampling draws each conversation's tokens from its own generator seeded with
-        (seed, conversation index), so a sampled answer does not depend on the batch size or on
-        which other conversations share its batch.
+        Sampling draws each conversation's tokens from its own generator, seeded with ``seed[i]`` when
+        ``seed`` is a sequence (one per conversation), else with (seed, conversation index), so a
+        sampled answer does not depend on the batch size or on which other conversations share its batch.
 
         ``grammar``: a ``decoding.grammar.JsonGrammar`` every answer is decoded under (a token
         bitmask each step, EOS once the JSON is complete), or a list of them (None: free), one per

@@ -165,13 +165,18 @@ class OpenAIBackend:
         return ([{"role": "system", "content": system}] if system is not None else []) + msgs
 
     def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int,
-                      temperature: float = 0.0, seed: int = 0, stop: list[str] | None = None,
+                      temperature: float = 0.0, seed: int | Sequence[int] = 0, stop: list[str] | None = None,
                       system: str | None = None, template_kwargs: dict | None = None,
                       progress: ProgressListener | None = None) -> list[Generation]:
-        """One request per conversation (``concurrency`` at a time); ``progress`` hears once, when all are back."""
+        """One request per conversation (``concurrency`` at a time); ``progress`` hears once, when all are back.
+        ``seed``: the request's ``seed``, one per conversation or one for all (a server may ignore it)."""
         t0 = time.perf_counter()
+        seeds = list(seed) if not isinstance(seed, int) else [seed] * len(conversations)
+        if len(seeds) != len(conversations):
+            raise ValueError(f"{len(seeds)} seeds for {len(conversations)} conversations")
 
-        def one(conv):
+        def one(job):
+            conv, seed = job
             msgs = self._messages(conv, system)
             extra = {"extra_body": {"chat_template_kwargs": dict(template_kwargs)}} if template_kwargs else {}
             resp = self._call(self.client.chat.completions.create, messages=msgs, max_tokens=max_new_tokens,
@@ -182,7 +187,7 @@ class OpenAIBackend:
                               prompt_ids=[], finish_reason=reason)
 
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            gens = list(pool.map(one, conversations))
+            gens = list(pool.map(one, zip(conversations, seeds)))
         if progress:
             progress(GenerationProgress(len(gens), len(gens), 0, time.perf_counter() - t0))
         return gens

@@ -70,7 +70,7 @@ class ChatBackend(Protocol):
                   template_kwargs: dict | None = None) -> str: ...
 
     def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int,
-                      temperature: float = 0.0, seed: int = 0, stop: list[str] | None = None,
+                      temperature: float = 0.0, seed: int | Sequence[int] = 0, stop: list[str] | None = None,
                       system: str | None = None, template_kwargs: dict | None = None,
                       progress: ProgressListener | None = None) -> list[Generation]: ...
 

@@ -136,14 +136,18 @@ class VLLMBackend:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def generate_chat(self, conversations: Sequence[Sequence[dict]], *, max_new_tokens: int, temperature: float = 0.0,
-                      seed: int = 0, stop: list[str] | None = None, system: str | None = None,
+                      seed: int | Sequence[int] = 0, stop: list[str] | None = None, system: str | None = None,
                       template_kwargs: dict | None = None, progress: ProgressListener | None = None) -> list[Generation]:
-        """One batch through the engine; ``progress`` hears once, when it is back."""
+        """One batch through the engine; ``progress`` hears once, when it is back. ``seed``: one per
+        conversation, or a base seed (conversation i samples with seed + i)."""
         t0 = time.perf_counter()
         reqs = []
-        for i, conv in enumerate(conversations):
+        seeds = list(seed) if not isinstance(seed, int) else [seed + i for i in range(len(conversations))]
+        if len(seeds) != len(conversations):
+            raise ValueError(f"{len(seeds)} seeds for {len(conversations)} conversations")
+        for conv, row_seed in zip(conversations, seeds):
             ids = self.chat_ids(conv, system=system, template_kwargs=template_kwargs)
-            reqs.append((ids, self._sampling(temperature=temperature, max_tokens=max_new_tokens, seed=seed + i,
+            reqs.append((ids, self._sampling(temperature=temperature, max_tokens=max_new_tokens, seed=row_seed,
                                              stop=stop or None)))
         outs = self._generate_batch(reqs)
         gens = []

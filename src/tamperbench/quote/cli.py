@@ -44,6 +44,10 @@ def run(
     dtype: DtypeOpt = None,
     batch_size: BatchSizeOpt = None,
     items: Optional[str] = typer.Option(None, "--items", help="Comma-separated item ids (default: all)."),
+    sample_seed: str = typer.Option("trial", "--sample-seed", help="How a sampled answer is seeded: trial (by --seed "
+                                    "and its item, arm and repeat: a subset or another machine samples the same "
+                                    "answers) or position (its place in its decoding call: runs sampled before "
+                                    "this option)."),
     chat_template: ChatTemplateOpt = None,
     new: NewOpt = False,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print trials, tokens and an ETA; decode and store nothing."),
@@ -60,7 +64,7 @@ def run(
     resolve_chat_template(chat_template)  # a bad template file: one line, before any run directory exists
     spec = build_spec(QuoteRunSpec, model=model, preset=preset, arms=arms, sampling=sampling, repeats=repeats,
                       temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, device=device, dtype=dtype,
-                      batch_size=batch_size, chat_template=chat_template,
+                      batch_size=batch_size, chat_template=chat_template, sample_seed=sample_seed,
                       item_ids=[i.strip() for i in items.split(",") if i.strip()] if items is not None else None)
     if dry_run:
         from tamperbench.quote.runner import SUITE

@@ -17,7 +17,7 @@ from tamperbench.runs.units import WorkUnit
 from tamperbench.store import trial_key
 
 __all__ = ["MAX_CALL_BATCHES", "Trial", "build_trials", "call_size", "generation_calls", "pending", "run_plan",
-           "unit_row_tokens"]
+           "trial_seed", "unit_row_tokens"]
 
 TABLE = "quote_trials"
 
@@ -38,12 +38,23 @@ def build_trials(spec: QuoteRunSpec) -> list[Trial]:
             if spec.item_ids is not None and item.id not in spec.item_ids:
                 continue
             for arm in spec.arms:
+                seeded = {"sample_seed": "trial"} if spec.sample_seed == "trial" else {}  # keys of older runs kept
                 key = trial_key({"suite": "quote", "model": spec.model, "preset": spec.preset,
                                  "item_id": item.id, "arm": arm, "repeat": repeat,
                                  "temperature": spec.temperature, "seed": spec.seed,
-                                 "max_new_tokens": spec.max_new_tokens, "data": spec.data_sha256})
+                                 "max_new_tokens": spec.max_new_tokens, "data": spec.data_sha256, **seeded})
                 trials.append(Trial(key, item, arm, repeat, build_prompt(item, arm)))
     return trials
+
+
+def trial_seed(spec: QuoteRunSpec, trial: Trial) -> int:
+    """The seed a sampled trial's answer is drawn with under ``sample_seed="trial"``: a hash of the run's seed
+    and the trial's item, arm and repeat (not the model: two models answer one trial from the same uniform draws,
+    which narrows a comparison between them). 62 bits: torch's generator takes any non-negative 64-bit seed."""
+    import hashlib
+
+    text = f"quote-sample\0{spec.seed}\0{trial.item.id}\0{trial.arm}\0{trial.repeat}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 2
 
 
 def pending(spec: QuoteRunSpec, store) -> list[WorkUnit]:

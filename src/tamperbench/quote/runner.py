@@ -20,7 +20,7 @@ from rich.console import Console
 from tamperbench.errors import UserError
 from tamperbench.models.protocols import GenerationProgress
 from tamperbench.quote.plan import (MAX_CALL_BATCHES, TABLE, Trial, build_trials, call_size, generation_calls, pending,
-                                    run_plan, unit_row_tokens)
+                                    run_plan, trial_seed, unit_row_tokens)
 from tamperbench.quote.scorer import score_response
 from tamperbench.quote.spec import QuoteRunSpec, data_sha256, with_data_hash
 from tamperbench.runs.driver import Executor, Planned, SuiteDef
@@ -53,9 +53,10 @@ class QuoteTrial(Record):
     n_new_tokens: int
     finish_reason: str
     temperature: float
-    seed: int
+    seed: int  # the answer's own sampling seed under sample_seed "trial"; else its repeat's seed
     sampling: str | None = None  # greedy | paper (None: stored before the option)
-    sample_index: int  # position in its generate_chat call (sampling seeds depend on it)
+    sample_seed: str | None = None  # trial | position (spec.sample_seed; None: greedy, or stored before the option)
+    sample_index: int  # position in its generate_chat call (the seed depends on it under sample_seed "position")
     max_new_tokens: int
     batch_size: int
     answer: str | None = None
@@ -81,7 +82,9 @@ def setup_worker(spec: QuoteRunSpec) -> QuoteContext:
 
 def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[Finished]]:
     """Generate and score the units in calls of about the backend's batch size that keep a document's
-    trials together (:func:`generation_calls`), one seed per repeat; yield each call as it finishes. A record stores its position and chunk size (seeds depend on them).
+    trials together (:func:`generation_calls`), each sampled trial seeded by its identity (``plan.trial_seed``; runs
+    made before: by its repeat and place in the call); yield each call as it finishes. A record stores its seed,
+    its place in the call and the call's size.
     ``live`` gets ``{"tokens", "seconds"}`` (decoded so far in this ``work``) after every decoding step
     of a backend that reports it (``generate_chat``'s ``progress`` listener), for the bar's ETA."""
     backend, spec = ctx.backend, ctx.spec
@@ -97,12 +100,21 @@ def work(ctx: QuoteContext, units: list[WorkUnit], live=None) -> Iterator[list[F
     for repeat in sorted({t.repeat for t in trials}):
         for chunk in generation_calls([t for t in trials if t.repeat == repeat], bs, keep_documents=keep_documents):
             with backend.rows_from_memory() if by_memory else nullcontext():
+                seeds = _seeds(spec, chunk)
                 gens = backend.generate_chat([[{"role": "user", "content": t.prompt}] for t in chunk],
                                              max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
-                                             seed=spec.seed + repeat, progress=listen if live is not None else None)
+                                             seed=seeds, progress=listen if live is not None else None)
             decoded += sum(len(g.token_ids) for g in gens)
-            yield [Finished(t.key, {TABLE: [_record(spec, pid, t, g, i, len(chunk))]}, {"tokens": len(g.token_ids)})
-                   for i, (t, g) in enumerate(zip(chunk, gens))]
+            yield [Finished(t.key, {TABLE: [_record(spec, pid, t, g, i, len(chunk), seeds)]},
+                            {"tokens": len(g.token_ids)}) for i, (t, g) in enumerate(zip(chunk, gens))]
+
+
+def _seeds(spec: QuoteRunSpec, chunk: list[Trial]) -> int | list[int]:
+    """What ``generate_chat`` seeds the chunk with: each trial's own seed (``sample_seed="trial"``), else the
+    repeat's seed, which the backend combines with each answer's place in the call (runs made before)."""
+    if spec.sample_seed == "trial":
+        return [trial_seed(spec, t) for t in chunk]
+    return spec.seed + chunk[0].repeat
 
 
 WORKER = "tamperbench.quote.runner:setup_worker", "tamperbench.quote.runner:work"
@@ -139,7 +151,7 @@ def run(spec: QuoteRunSpec, out: Path, *, new: bool = False, backend=None, progr
     drive(SUITE, spec, Path(out), new=new, backend=backend, progress=progress, executor=executor)
 
 
-def _record(spec: QuoteRunSpec, pid: str, t: Trial, g, index: int, batch: int) -> QuoteTrial:
+def _record(spec: QuoteRunSpec, pid: str, t: Trial, g, index: int, batch: int, seeds: int | list[int]) -> QuoteTrial:
     verdict = score_response(t.item, g.text)
     return QuoteTrial(
         key=t.key, provenance_id=pid, model=spec.model, preset=spec.preset, item_id=t.item.id,
@@ -147,7 +159,8 @@ def _record(spec: QuoteRunSpec, pid: str, t: Trial, g, index: int, batch: int) -
         planted_kind=t.item.planted.kind if t.item.planted else None, gold=t.item.gold,
         instruction=t.item.instruction(t.arm), prompt_text=g.prompt_text, n_prompt_tokens=len(g.prompt_ids),
         response=g.text, n_new_tokens=len(g.token_ids), finish_reason=g.finish_reason,
-        temperature=spec.temperature, seed=spec.seed + t.repeat, sampling=spec.sampling, sample_index=index,
+        temperature=spec.temperature, seed=seeds[index] if isinstance(seeds, list) else seeds,
+        sampling=spec.sampling, sample_seed=spec.sample_seed, sample_index=index,
         max_new_tokens=spec.max_new_tokens, batch_size=batch, answer=verdict.answer,
         category=verdict.category, sub_label=verdict.sub_label, evidence=verdict.evidence)
 

@@ -40,6 +40,11 @@ class QuoteRunSpec(FrozenSpec):
     chat_template: str | None = None  # None: the model's own; "none": raw prompt; else a Jinja file
     item_ids: list[str] | None = Field(default=None, min_length=1)  # a subset of the preset's items (None = all)
     data_sha256: str = ""  # hash of the documents + items the run was asked against
+    # how a sampled answer is seeded (quote/plan.py ``trial_seed``): "trial" = by the seed and the trial's item,
+    # arm and repeat, so a subset (--items) or a machine that cuts the decoding calls otherwise samples the same
+    # answers; "position" = by the repeat's seed and the answer's place in its decoding call (runs sampled before
+    # this field existed). None when greedy: no sample, nothing to seed.
+    sample_seed: Literal["trial", "position"] | None = Field(default="trial", validate_default=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -54,6 +59,19 @@ class QuoteRunSpec(FrozenSpec):
         if info.data.get("repeats", 1) > 1 and temperature == 0:
             raise ValueError("repeats > 1 needs temperature > 0 (greedy repeats are identical)")
         return temperature
+
+    @field_validator("sample_seed")
+    @classmethod
+    def _greedy_draws_nothing(cls, sample_seed: str | None, info: ValidationInfo) -> str | None:
+        return None if info.data.get("temperature", 0) == 0 else sample_seed
+
+    @classmethod
+    def stored_defaults(cls, stored: dict) -> dict:
+        """A run sampled before ``sample_seed`` existed seeded by position: it resumes only as such."""
+        out = super().stored_defaults(stored)
+        if "sample_seed" in out:
+            out["sample_seed"] = "position" if float(stored.get("temperature") or 0) > 0 else None
+        return out
 
     @field_validator("item_ids")
     @classmethod

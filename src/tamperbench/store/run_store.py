@@ -134,19 +134,27 @@ def _probe_unlocked(db: Path) -> None:
                             "or use another --out") from None
 
 
-def _with_new_defaults(stored: dict, spec: BaseModel) -> dict:
-    """``stored`` plus the default of every spec field it lacks: a field added to a spec class
-    later (with a default that keeps the old behaviour) must not make old runs unresumable."""
-    fields = type(spec).model_fields
-    missing = {k: f.default for k, f in fields.items() if k not in stored and not f.is_required()}
-    return {**stored, **json.loads(canonical_json(missing))} if missing else stored
+def _missing_defaults(stored: dict, spec: BaseModel) -> dict:
+    """What each spec field ``stored`` lacks reads as in it (``FrozenSpec.stored_defaults``: the field's
+    default, or the old behaviour a suite names)."""
+    cls = type(spec)
+    hook = getattr(cls, "stored_defaults", None)
+    missing = hook(stored) if hook is not None else {
+        k: f.default for k, f in cls.model_fields.items() if k not in stored and not f.is_required()}
+    return json.loads(canonical_json(missing))
 
 
-def _refuse_other_spec(run_dir: Path, stored: dict, spec_dict: dict) -> None:
-    if stored != spec_dict:
-        diff = sorted(k for k in set(stored) | set(spec_dict) if stored.get(k) != spec_dict.get(k))
+def _refuse_other_spec(run_dir: Path, stored: dict, spec: BaseModel) -> None:
+    spec_dict = json.loads(canonical_json(spec))
+    missing = _missing_defaults(stored, spec)
+    full = {**stored, **missing}
+    if full != spec_dict:
+        diff = sorted(k for k in set(full) | set(spec_dict) if full.get(k) != spec_dict.get(k))
+        flags: dict[str, str] = getattr(type(spec), "cli_flags", {})
+        older = [f"{k} did not exist when it was made and reads as {full[k]!r} there: resume it with "
+                 f"{flags.get(k, '--' + k.replace('_', '-'))} {full[k]}" for k in diff if k in missing]
         raise UserError(f"{run_dir}: holds a run with a different spec (differs in: {', '.join(diff)}); "
-                        "use another --out or pass --new to replace it")
+                        + ("; ".join(older) + ", or " if older else "") + "use another --out or pass --new to replace it")
 
 
 class RunStore:
@@ -174,7 +182,7 @@ class RunStore:
         spec_path = run_dir / SPEC_FILE
         if spec_path.exists() and not new:
             stored = read_spec(spec_path, hint="; pass --new to start this run afresh")
-            _refuse_other_spec(run_dir, _with_new_defaults(stored, spec), json.loads(canonical_json(spec)))
+            _refuse_other_spec(run_dir, stored, spec)
 
     @classmethod
     def open(cls, run_dir: str | Path, spec: BaseModel, *, new: bool = False) -> "RunStore":
@@ -191,7 +199,7 @@ class RunStore:
         try:
             if spec_path.exists() and not new:
                 stored = read_spec(spec_path, hint="; pass --new to start this run afresh")
-                _refuse_other_spec(run_dir, _with_new_defaults(stored, spec), spec_dict)
+                _refuse_other_spec(run_dir, stored, spec)
             if new:
                 if (run_dir / DB_FILE).exists():
                     _probe_unlocked(run_dir / DB_FILE)

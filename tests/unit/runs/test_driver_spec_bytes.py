@@ -9,11 +9,13 @@ below; ``sleight_paper_embedded.json`` is the spec.json of a real long Sleight o
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from tamperbench.errors import UserError
 from tamperbench.quote.runner import SUITE as QUOTE
 from tamperbench.quote.spec import QuoteRunSpec
 from tamperbench.sleight.spec import build_spec
@@ -35,10 +37,33 @@ CASES = {
 }
 
 
+# fields added to a spec after the golden files were written, with what the golden options give them: the
+# stored spec is the golden file plus these, in the same canonical form (sorted keys, two-space indent)
+ADDED_SINCE = {"quote_default": {"sample_seed": None}, "quote_options": {"sample_seed": "trial"}}
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_run_stores_the_same_spec_bytes_as_before_the_move(tmp_path, name):
     RunStore.open(tmp_path / "run", CASES[name]()).close()
-    assert (tmp_path / "run" / "spec.json").read_bytes() == (DATA / f"{name}.json").read_bytes()
+    golden = json.loads((DATA / f"{name}.json").read_text())
+    expected = json.dumps({**golden, **ADDED_SINCE.get(name, {})}, indent=2, sort_keys=True)
+    assert (tmp_path / "run" / "spec.json").read_text() == expected
+
+
+@pytest.mark.parametrize("name", sorted(ADDED_SINCE))
+def test_a_run_made_before_a_field_was_added_resumes_or_says_how(tmp_path, name):
+    """The golden spec.json is a run made before ``sample_seed``: the greedy one resumes as it is; the sampled one
+    seeded by position, so only ``sample_seed="position"`` resumes it, and the refusal says so."""
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(DATA / f"{name}.json", run / "spec.json")
+    spec = CASES[name]()
+    if spec.sample_seed is None:
+        RunStore.preflight(run, spec)
+        return
+    with pytest.raises(UserError, match="resume it with --sample-seed position"):
+        RunStore.preflight(run, spec)
+    RunStore.preflight(run, spec.model_copy(update={"sample_seed": "position"}))
 
 
 def test_the_stored_paper_run_passes_the_resume_check(tmp_path):

@@ -133,5 +133,4 @@ def test_resume_keys_differ_by_readout():
     with pytest.raises(UserError):  # a choice spec is not the generated run's spec: the store refuses a resume
         from tamperbench.store.run_store import _refuse_other_spec
 
-        _refuse_other_spec(".", json.loads(quick_spec().model_dump_json()),
-                           json.loads(quick_spec(readout="choice").model_dump_json()))
+        _refuse_other_spec(".", json.loads(quick_spec().model_dump_json()), quick_spec(readout="choice"))
