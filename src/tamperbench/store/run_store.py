@@ -300,7 +300,14 @@ class RunStore:
         """The stored session records, oldest first; [] for a run made before they were recorded."""
         if not self.has_table("sessions"):
             return []
-        rows = [json.loads(r) for (r,) in self.con.execute("SELECT record FROM sessions").fetchall()]
+        rows = []
+        for (raw,) in self.con.execute("SELECT record FROM sessions").fetchall():
+            try:
+                row = json.loads(raw) if isinstance(raw, str) else None
+            except ValueError:
+                row = None
+            if isinstance(row, dict):  # a hand-edited row that is not an object says nothing: left out
+                rows.append(row)
         return sorted(rows, key=lambda r: (str(r.get("recorded_at", "")), str(r.get("session", ""))))
 
     def keys(self, table: str) -> set[str]:

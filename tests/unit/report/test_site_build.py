@@ -85,3 +85,31 @@ def test_js_payload_cannot_close_a_script():
     text = js_payload({"r": "</script><script>alert(1)</script>&\u2028"})
     assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
     assert json.loads(text)["r"] == "</script><script>alert(1)</script>&\u2028"
+
+
+def test_the_run_page_shows_each_session_and_survives_hostile_ones(tmp_path):
+    """A run's sessions table (``runs.session``) on its page: the thread count and command of each process,
+    escaped; a row that is not an object, or whose fields have the wrong shapes, neither breaks the build nor
+    shows; a run without the table says its sessions were not recorded."""
+    from tamperbench.store import RunStore
+
+    run = write_synthetic_run(tmp_path / "run", questions=1, words=1)
+    old = write_synthetic_run(tmp_path / "old", questions=2, words=1, model="another-model")
+    with RunStore.open_existing(run) as store:
+        store.put_session({"session": "a", "provenance_id": "p", "recorded_at": "2026-12-06T01:00:00+00:00",
+                           "torch_threads": 3, "env": {"OMP_NUM_THREADS": "3"},
+                           "argv": ["tamperbench", "<script>alert(1)</script>"], "tamperbench_commit": "f" * 40,
+                           "tamperbench_dirty": True, "cpu_model": "Some CPU", "cpu_count": 7})
+        store.put_session({"session": "b", "provenance_id": "p", "recorded_at": "2026-12-06T02:00:00+00:00",
+                           "torch_threads": "many", "env": ["not", "a", "mapping"], "argv": "rm -rf /"})
+        store.con.execute("INSERT INTO sessions VALUES ('c', '[1, 2]')")
+    index, problems = build_site([run, old], tmp_path / "site")
+    assert problems == []
+    pages = sorted((tmp_path / "site" / "runs").glob("run-*.html"))
+    by_folder = {p.read_text().split("Folder <code>", 1)[1].split("</code>", 1)[0]: p.read_text() for p in pages}
+    page, old_page = by_folder[str(run)], by_folder[str(old)]
+    assert "<td class=\"num\">3</td>" in page and "OMP_NUM_THREADS=3" in page and "f" * 40 in page
+    assert "(with uncommitted changes)" in page and "Some CPU (7)" in page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "many" not in page and "rm -rf" not in page and page.count("2026-12-06T0") == 2  # rows a and b only
+    assert "Not recorded: the run was written before" in old_page

@@ -52,6 +52,7 @@ def read_run(path: Path, index: int) -> RunInfo:
         if store.has_table("provenance"):
             prov = [{**json.loads(rec), "id": pid}
                     for pid, rec in store.con.execute("SELECT id, record FROM provenance ORDER BY id").fetchall()]
+        sessions = [_session_row(s) for s in store.sessions()]
     finally:
         store.close()
     other = sorted(v for v in versions if v != SCHEMA_VERSION)
@@ -60,7 +61,22 @@ def read_run(path: Path, index: int) -> RunInfo:
     if not any(counts.values()):
         raise UserError(f"{path}: the run is empty (no records yet)")
     return RunInfo(path=path, index=index, suite=spec["suite"], spec=spec, schema_version=SCHEMA_VERSION,
-                   provenance=prov, counts=counts)
+                   provenance=prov, counts=counts, sessions=sessions)
+
+
+def _session_row(s: dict) -> dict:
+    """A stored session as the run page shows it, every field coerced to its shape (a run folder can come from
+    anyone: a list where a mapping belongs must not break the page; the template escapes the text)."""
+    env, argv = s.get("env"), s.get("argv")
+    threads, cpus = s.get("torch_threads"), s.get("cpu_count")
+    return {"recorded_at": str(s.get("recorded_at") or ""),
+            "torch_threads": threads if isinstance(threads, int) and not isinstance(threads, bool) else "",
+            "env": {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
+            "argv": [str(a) for a in argv] if isinstance(argv, list) else [],
+            "tamperbench_commit": str(s.get("tamperbench_commit") or ""),
+            "tamperbench_dirty": s.get("tamperbench_dirty") is True,
+            "cpu_model": str(s.get("cpu_model") or ""),
+            "cpu_count": cpus if isinstance(cpus, int) and not isinstance(cpus, bool) else ""}
 
 
 def build_site(runs: list[Path], out: Path, title: str = "tamperbench") -> tuple[Path, list[str]]:

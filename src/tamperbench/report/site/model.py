@@ -24,6 +24,7 @@ class RunInfo:
     schema_version: int
     provenance: list[dict] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    sessions: list[dict] = field(default_factory=list)  # runs.session: what each process computed with
 
     @property
     def page(self) -> str:
