@@ -28,14 +28,20 @@ def _answers(embedded_backend, out, **kw) -> dict[tuple, tuple]:
 
 
 def test_a_subset_and_another_call_size_sample_the_full_runs_answers(embedded_backend, tmp_path):
-    full = _answers(embedded_backend, tmp_path / "full", item_ids=["S04", "S20", "S32"])
+    """Each trial alone in its call (``batch_size=1``) in both runs, so the float sums are the same and the
+    seed is all that could differ: the subset's answers are the full run's. Decoded in calls of other sizes
+    (the default), each trial keeps its seed; its text can still part ways at a near tie, where other batch
+    shapes sum in another order (14 of 18 identical on the results run, docs/reproducing.md)."""
+    full = _answers(embedded_backend, tmp_path / "full", item_ids=["S04", "S20", "S32"], batch_size=1)
     alone = _answers(embedded_backend, tmp_path / "alone", item_ids=["S20"], batch_size=1)
     assert len(full) == 12 and len(alone) == 4
-    assert all(alone[k] == full[k] for k in alone)  # text, seed, scheme and key
+    assert all(alone[k] == full[k] for k in alone)  # text, seed, rule and key
     assert len({v[1] for v in full.values()}) == 12  # every trial draws from its own seed
     assert {v[2] for v in full.values()} == {"trial"}
-    # the rule before: the same trials seeded by place in the call sample other text, and say so
-    old = _answers(embedded_backend, tmp_path / "old", item_ids=["S20"], batch_size=1, sample_seed="position")
+    batched = _answers(embedded_backend, tmp_path / "batched", item_ids=["S04", "S20", "S32"])
+    assert {k: v[1:] for k, v in batched.items()} == {k: v[1:] for k, v in full.items()}  # seeds and keys
+    # the rule before: the same trials seeded by place in the call, and saying so
+    old = _answers(embedded_backend, tmp_path / "old", item_ids=["S20"], sample_seed="position")
     assert {v[2] for v in old.values()} == {"position"} and {v[1] for v in old.values()} == {0, 1}
     assert not {v[3] for v in old.values()} & {v[3] for v in full.values()}  # other trials, other keys
 
