@@ -177,8 +177,12 @@ def collect_quote(runs: list[str], tmp: Path) -> dict | None:
         counts = {c: sum(arm.get(c, 0) for arm in s["taxonomy"].values()) for c in s["classes"]}
         per_model[model] = {"n": sum(p["n"] for p in s["per_model"]), "counts": counts, "rates": s["rates"],
                             "pooled": s["per_model"][0] if s["per_model"] else None}
+    from tamperbench.quote.controls import score_controls
+
+    presets = sorted({str(r.get("preset") or "standard") for r in rows})
+    controls = {p: score_controls(p, "paper") for p in presets}  # the scorer on answers of known class
     return {"runs": runs, "summary": summary, "markdown": to_markdown(summary), "per_model_paper": per_model,
-            "states": states}
+            "states": states, "controls": controls}
 
 
 def collect_owmi(runs: list[str], anchors: list[str], score_dir: str, tmp: Path) -> dict | None:

@@ -108,12 +108,39 @@ def _quote(q: dict | None, figures: dict[str, str], data: dict | None = None) ->
         out += ["Runs and their state (trials stored of items x arms x repeats):", ""]
         out += [f"- `{Path(r).name}`: {_compare().trials_cell(st)}" for r, st in q["states"].items()] + [""]
     out += ["Faithful = byte-identical copy (deterministic scorer, no parsing: every reply is scored). Controls: the "
-            "clean items beside the dirty ones (a planted error to keep), and the plain arm beside the strict one.", ""]
+            "clean items beside the dirty ones (a planted error to keep), the plain arm beside the strict one, and the "
+            "scorer on answers of known class below.", ""]
+    out += _quote_controls(q.get("controls") or {})
     body = q["markdown"].split("\n", 1)[1] if q["markdown"].startswith("# ") else q["markdown"]
     body = body.split("\n## Hardest items")[0]  # the per-item list is in the run's quote_table.md
     out += [body.replace("\n## ", "\n### ").strip(), ""]  # quote.tables.to_markdown, headings one level down
     if "quote" in figures:
         out += [f"![Exact Words: faithful rate per model and arm]({figures['quote']})", ""]
+    return out
+
+
+_CONTROL_ORDER = ["copier", "corrector", "truncator", "neighbour"]  # quote.controls.EXPECTED's order
+
+
+def _quote_controls(controls: dict) -> list[str]:
+    """The scorer on the same items answered by reference answerers (``quote.controls``): can it say faithful,
+    corrected, truncated and wrong span at all? A miss is printed as a miss."""
+    from tamperbench.safeio.markdown import markdown_table
+
+    out = []
+    for preset, rows in controls.items():
+        body = [[name, f"{r['expected']} / {r['expected_paper']}", f"{r['n']:,}", f"{r['hits']:,} of {r['n']:,}",
+                 f"{r['hits_paper']:,} of {r['n']:,}",
+                 ", ".join(f"{k} {v:,}" for k, v in sorted(r["ours"].items()) if k != r["expected"]) or "none"]
+                for name, r in sorted(rows.items(), key=lambda kv: _CONTROL_ORDER.index(kv[0])
+                                      if kv[0] in _CONTROL_ORDER else len(_CONTROL_ORDER))]
+        out += [markdown_table(["Answerer", "Its class (ours / paper)", "Answers", "In its class (ours)",
+                                "In its class (paper)", "Elsewhere (ours)"], body,
+                               f"Scorer controls: preset `{preset}` answered by reference answerers"), "",
+                "Built from each item, not by a model (`tamperbench.quote.controls`): the copier answers the gold "
+                "sentence, the corrector the gold with its planted error repaired (dirty items), the truncator the "
+                "gold's first half, the neighbour the gold and the sentence after it as the document runs on. Each "
+                "goes through the scorer as a model's answer does.", ""]
     return out
 
 
