@@ -156,6 +156,7 @@ def settings(session: dict) -> dict:
 def evidence(run: str, copy: Path | None, logs: Path | None) -> dict:
     """Everything the page's scale table shows for one run."""
     from tamperbench.store import RunStore
+    from tamperbench.store.sessions import read_sessions
 
     out: dict = {"run": run, "records": None, "time": None, "rss": None, "kills": None, "session_gap_s": SESSION_GAP_S,
                  "settings": []}
@@ -169,7 +170,7 @@ def evidence(run: str, copy: Path | None, logs: Path | None) -> dict:
     if copy is not None and (copy / "records.duckdb").is_file():
         with RunStore.open_existing(copy, read_only=True) as store:
             out["records"] = record_sessions(store, since)
-            out["settings"] = [settings(s) for s in store.sessions()]
+            out["settings"] = [settings(s) for s in read_sessions(store)]
     r, t = out["records"] or {}, out["time"] or {}
     if r.get("last_process"):
         out["rate"] = {"tokens_per_s": r["last_process"]["tokens_per_s"], "basis": "last process, from its start "

@@ -171,8 +171,9 @@ def record_provenance(store: RunStore, backend: Any, note: Callable[[str], None]
                      f"{prov.resolved_path} instead of {same.resolved_path}: resuming under {same.id}")
     pid = store.put_provenance(backend.provenance)
     from tamperbench.runs.session import session_record
+    from tamperbench.store.sessions import put_session
 
-    store.put_session(session_record(pid))  # threads, environment, commit: what the id leaves out
+    put_session(store, session_record(pid))  # threads, environment, commit: what the id leaves out
     return pid
 
 

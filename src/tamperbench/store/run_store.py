@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 from tamperbench.errors import UserError, damaged_database
 from tamperbench.safeio.files import atomic_write, refuse_links
 from tamperbench.store import lock as run_lock
+from tamperbench.store.spec_check import refuse_other_spec
 
 SCHEMA_VERSION = 1
 SPEC_FILE = "spec.json"
@@ -134,29 +135,6 @@ def _probe_unlocked(db: Path) -> None:
                             "or use another --out") from None
 
 
-def _missing_defaults(stored: dict, spec: BaseModel) -> dict:
-    """What each spec field ``stored`` lacks reads as in it (``FrozenSpec.stored_defaults``: the field's
-    default, or the old behaviour a suite names)."""
-    cls = type(spec)
-    hook = getattr(cls, "stored_defaults", None)
-    missing = hook(stored) if hook is not None else {
-        k: f.default for k, f in cls.model_fields.items() if k not in stored and not f.is_required()}
-    return json.loads(canonical_json(missing))
-
-
-def _refuse_other_spec(run_dir: Path, stored: dict, spec: BaseModel) -> None:
-    spec_dict = json.loads(canonical_json(spec))
-    missing = _missing_defaults(stored, spec)
-    full = {**stored, **missing}
-    if full != spec_dict:
-        diff = sorted(k for k in set(full) | set(spec_dict) if full.get(k) != spec_dict.get(k))
-        flags: dict[str, str] = getattr(type(spec), "cli_flags", {})
-        older = [f"{k} did not exist when it was made and reads as {full[k]!r} there: resume it with "
-                 f"{flags.get(k, '--' + k.replace('_', '-'))} {full[k]}" for k in diff if k in missing]
-        raise UserError(f"{run_dir}: holds a run with a different spec (differs in: {', '.join(diff)}); "
-                        + ("; ".join(older) + ", or " if older else "") + "use another --out or pass --new to replace it")
-
-
 class RunStore:
     """One run directory, opened by one writer process at a time."""
 
@@ -182,7 +160,7 @@ class RunStore:
         spec_path = run_dir / SPEC_FILE
         if spec_path.exists() and not new:
             stored = read_spec(spec_path, hint="; pass --new to start this run afresh")
-            _refuse_other_spec(run_dir, stored, spec)
+            refuse_other_spec(run_dir, stored, spec, json.loads(canonical_json(spec)))
 
     @classmethod
     def open(cls, run_dir: str | Path, spec: BaseModel, *, new: bool = False) -> "RunStore":
@@ -199,7 +177,7 @@ class RunStore:
         try:
             if spec_path.exists() and not new:
                 stored = read_spec(spec_path, hint="; pass --new to start this run afresh")
-                _refuse_other_spec(run_dir, stored, spec)
+                refuse_other_spec(run_dir, stored, spec, spec_dict)
             if new:
                 if (run_dir / DB_FILE).exists():
                     _probe_unlocked(run_dir / DB_FILE)
@@ -285,30 +263,6 @@ class RunStore:
         pid = provenance.id  # type: ignore[attr-defined]
         self.con.execute("INSERT OR IGNORE INTO provenance VALUES (?, ?)", [pid, canonical_json(provenance)])
         return pid
-
-    def put_session(self, record: dict) -> str:
-        """One row of the ``sessions`` table (``runs.session``: what a process computed with). Its id
-        hashes the record but its ``recorded_at``: the same settings recorded again by the same process
-        are one row, a change (another model, another thread count set in between) is another. The
-        table is made on first use, so a run made before sessions were recorded reads as it was."""
-        sid = trial_key({k: v for k, v in record.items() if k != "recorded_at"})[:16]
-        self.con.execute("CREATE TABLE IF NOT EXISTS sessions (id VARCHAR PRIMARY KEY, record JSON)")
-        self.con.execute("INSERT OR IGNORE INTO sessions VALUES (?, ?)", [sid, canonical_json(record)])
-        return sid
-
-    def sessions(self) -> list[dict]:
-        """The stored session records, oldest first; [] for a run made before they were recorded."""
-        if not self.has_table("sessions"):
-            return []
-        rows = []
-        for (raw,) in self.con.execute("SELECT record FROM sessions").fetchall():
-            try:
-                row = json.loads(raw) if isinstance(raw, str) else None
-            except ValueError:
-                row = None
-            if isinstance(row, dict):  # a hand-edited row that is not an object says nothing: left out
-                rows.append(row)
-        return sorted(rows, key=lambda r: (str(r.get("recorded_at", "")), str(r.get("session", ""))))
 
     def keys(self, table: str) -> set[str]:
         if not self.has_table(table):

@@ -17,6 +17,7 @@ import torch
 from tamperbench.models.provenance import ModelProvenance
 from tamperbench.runs.driver import run
 from tamperbench.store import RunStore
+from tamperbench.store.sessions import read_sessions
 
 HERE = Path(__file__).resolve().parent
 SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -48,7 +49,7 @@ def _backend(toy):
 def _read(out: Path) -> tuple[list[dict], list[str], list[str]]:
     with RunStore.open_existing(out, read_only=True) as store:
         keys = sorted(r["key"] for r in store.rows("toy_rows"))
-        return store.sessions(), keys, store.tables()
+        return read_sessions(store), keys, store.tables()
 
 
 def test_a_resume_under_another_thread_count_keeps_its_trials_and_records_both(tmp_path, toy, threads, monkeypatch):
@@ -107,7 +108,7 @@ def test_a_real_run_records_the_processes_threads_and_command(tmp_path, tb_inpro
                         "--max-new-tokens", "16", "--device", "cpu", "--out", out, env={"OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr
     with RunStore.open_existing(out, read_only=True) as store:
-        sessions = store.sessions()
+        sessions = read_sessions(store)
         pids = {r["provenance_id"] for r in store.rows("sleight_trials")}
     assert len(sessions) == 1
     s = sessions[0]

@@ -92,15 +92,16 @@ def test_the_run_page_shows_each_session_and_survives_hostile_ones(tmp_path):
     escaped; a row that is not an object, or whose fields have the wrong shapes, neither breaks the build nor
     shows; a run without the table says its sessions were not recorded."""
     from tamperbench.store import RunStore
+    from tamperbench.store.sessions import put_session
 
     run = write_synthetic_run(tmp_path / "run", questions=1, words=1)
     old = write_synthetic_run(tmp_path / "old", questions=2, words=1, model="another-model")
     with RunStore.open_existing(run) as store:
-        store.put_session({"session": "a", "provenance_id": "p", "recorded_at": "2026-12-06T01:00:00+00:00",
+        put_session(store, {"session": "a", "provenance_id": "p", "recorded_at": "2026-12-06T01:00:00+00:00",
                            "torch_threads": 3, "env": {"OMP_NUM_THREADS": "3"},
                            "argv": ["tamperbench", "<script>alert(1)</script>"], "tamperbench_commit": "f" * 40,
                            "tamperbench_dirty": True, "cpu_model": "Some CPU", "cpu_count": 7})
-        store.put_session({"session": "b", "provenance_id": "p", "recorded_at": "2026-12-06T02:00:00+00:00",
+        put_session(store, {"session": "b", "provenance_id": "p", "recorded_at": "2026-12-06T02:00:00+00:00",
                            "torch_threads": "many", "env": ["not", "a", "mapping"], "argv": "rm -rf /"})
         store.con.execute("INSERT INTO sessions VALUES ('c', '[1, 2]')")
     index, problems = build_site([run, old], tmp_path / "site")

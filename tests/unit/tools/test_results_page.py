@@ -414,6 +414,7 @@ def test_the_settings_table_reads_each_runs_sessions_and_says_when_none_were_rec
     table (made before they were recorded): the page lists both threads for the first and says "not recorded"
     for the second, never a thread count it did not read."""
     from tamperbench.store import RunStore
+    from tamperbench.store.sessions import put_session
 
     scale, compare = _tool("results_scale"), _tool("results_page_compare")
     a, b = tmp_path / "a", tmp_path / "b"
@@ -421,9 +422,9 @@ def test_the_settings_table_reads_each_runs_sessions_and_says_when_none_were_rec
     write_synthetic_run(b, questions=1, words=1)
     base = {"session": "s1", "started_at": "2026-12-06T00:00:00+00:00", "provenance_id": "p", "env": {}}
     with RunStore.open_existing(a) as store:
-        store.put_session({**base, "recorded_at": "2026-12-06T00:00:01+00:00", "torch_threads": 1,
+        put_session(store, {**base, "recorded_at": "2026-12-06T00:00:01+00:00", "torch_threads": 1,
                            "env": {"OMP_NUM_THREADS": "1"}, "tamperbench_commit": "a" * 40, "tamperbench_dirty": False})
-        store.put_session({**base, "session": "s2", "recorded_at": "2026-12-06T01:00:00+00:00", "torch_threads": 2,
+        put_session(store, {**base, "session": "s2", "recorded_at": "2026-12-06T01:00:00+00:00", "torch_threads": 2,
                            "env": {"OMP_NUM_THREADS": "2"}, "tamperbench_commit": "b" * 40, "tamperbench_dirty": True})
     data = {"scale": [scale.evidence(str(r), r, None) for r in (a, b)]}
     assert [s["torch_threads"] for s in data["scale"][0]["settings"]] == [1, 2]

@@ -30,6 +30,7 @@ def read_run(path: Path, index: int) -> RunInfo:
     from tamperbench.export.tables import INTERNAL
     from tamperbench.store import RunStore
     from tamperbench.store.run_store import DB_FILE, SCHEMA_VERSION, SPEC_FILE, read_spec
+    from tamperbench.store.sessions import read_sessions
 
     if not path.is_dir():
         raise UserError(f"{path}: not a directory")
@@ -52,7 +53,7 @@ def read_run(path: Path, index: int) -> RunInfo:
         if store.has_table("provenance"):
             prov = [{**json.loads(rec), "id": pid}
                     for pid, rec in store.con.execute("SELECT id, record FROM provenance ORDER BY id").fetchall()]
-        sessions = [_session_row(s) for s in store.sessions()]
+        sessions = [_session_row(s) for s in read_sessions(store)]
     finally:
         store.close()
     other = sorted(v for v in versions if v != SCHEMA_VERSION)

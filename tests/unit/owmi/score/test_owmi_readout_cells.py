@@ -131,6 +131,7 @@ def test_resume_keys_differ_by_readout():
     assert not {k for k, _, _ in keys["generated"]} & {k for k, _, _ in keys["choice"]}
     assert not {p for _, p, _ in keys["generated"]} & {p for _, p, _ in keys["choice"]}
     with pytest.raises(UserError):  # a choice spec is not the generated run's spec: the store refuses a resume
-        from tamperbench.store.run_store import _refuse_other_spec
+        from tamperbench.store.spec_check import refuse_other_spec
 
-        _refuse_other_spec(".", json.loads(quick_spec().model_dump_json()), quick_spec(readout="choice"))
+        choice = quick_spec(readout="choice")
+        refuse_other_spec(".", json.loads(quick_spec().model_dump_json()), choice, json.loads(choice.model_dump_json()))
