@@ -130,3 +130,15 @@ def ray_head():
     workers' PYTHONPATH); shut down after the module."""
     yield _HEAD.address()
     _HEAD.stop()
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """The run driver's toy suite (driver_toy_suite.py: no model, a unit squares its number), imported afresh
+    from this folder. test_driver_toy_suite.py has its own, which also registers the suite."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent))
+    sys.modules.pop("driver_toy_suite", None)
+    import driver_toy_suite
+
+    return driver_toy_suite
+

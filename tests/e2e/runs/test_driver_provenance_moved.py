@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,17 +20,7 @@ from tamperbench.models.provenance import ModelProvenance
 from tamperbench.runs.driver import run
 from tamperbench.store import RunStore
 
-HERE = Path(__file__).resolve().parent
 SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-
-
-@pytest.fixture
-def toy(monkeypatch):
-    monkeypatch.syspath_prepend(str(HERE))
-    sys.modules.pop("driver_toy_suite", None)
-    import driver_toy_suite
-
-    return driver_toy_suite
 
 
 def _backend(toy, where: str, sha256: str = SHA):

@@ -8,7 +8,6 @@ real embedded model through ``tamperbench sleight run``."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,17 +18,7 @@ from tamperbench.runs.driver import run
 from tamperbench.store import RunStore
 from tamperbench.store.sessions import read_sessions
 
-HERE = Path(__file__).resolve().parent
 SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-
-
-@pytest.fixture
-def toy(monkeypatch):
-    monkeypatch.syspath_prepend(str(HERE))
-    sys.modules.pop("driver_toy_suite", None)
-    import driver_toy_suite
-
-    return driver_toy_suite
 
 
 @pytest.fixture
