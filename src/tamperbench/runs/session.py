@@ -36,11 +36,14 @@ _SESSION = uuid.uuid4().hex[:16]
 @functools.cache
 def _checkout() -> tuple[str | None, bool | None]:
     """(commit, dirty) of the git checkout tamperbench is imported from; (None, None) for an installed
-    wheel, or when git is absent or slow."""
+    wheel (also one installed into a virtual environment inside some other git repository: this file must be
+    tracked by the repository found), or when git is absent or slow."""
     here = Path(__file__).resolve().parent
     if not any((p / ".git").exists() for p in here.parents):
         return None, None
     try:
+        subprocess.run(["git", "-C", str(here), "ls-files", "--error-unmatch", Path(__file__).name],
+                       capture_output=True, timeout=5, check=True)
         head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=5, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", "."],
