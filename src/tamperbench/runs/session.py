@@ -4,7 +4,7 @@
 WHY a table apart from the provenance: the number of torch threads changes the bits a CPU computes (it
 changes the order of every matmul's sums), and sampling turns those bits into other text. Exact Words'
 `standard` preset at `--sampling paper` on the embedded model, rerun with the stored run's settings:
-222 of 222 answers identical under one thread (the stored run's), 27 of 222 different under two, where a
+222 of 222 answers identical under one thread (the stored run's), 29 of 222 different under two, where a
 long high-entropy sample meets a near tie (every class the same). Yet the thread count cannot enter the
 provenance id: the id is part of every trial key, and a run resumed on a machine with other cores must
 keep its stored trials. So each process that writes to a run records what it ran with here, with the

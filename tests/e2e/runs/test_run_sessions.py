@@ -1,6 +1,6 @@
 """Every process that writes to a run records what it computed with (``runs.session``): torch's thread
 count, the environment that steers the kernels, the command and the commit. WHY: under another thread
-count a CPU computes other bits (27 of 222 sampled Exact Words answers differed between one and two
+count a CPU computes other bits (29 of 222 sampled Exact Words answers differed between one and two
 threads, docs/reproducing.md), yet the count must stay out of the provenance id, which keys every trial.
 
 The toy suite's backend carries a real :class:`ModelProvenance` (no model loaded); the last test runs the
