@@ -119,21 +119,19 @@ def _quote(q: dict | None, figures: dict[str, str], data: dict | None = None) ->
     return out
 
 
-_CONTROL_ORDER = ["copier", "corrector", "truncator", "neighbour"]  # quote.controls.EXPECTED's order
-
-
 def _quote_controls(controls: dict) -> list[str]:
     """The scorer on the same items answered by reference answerers (``quote.controls``): can it say faithful,
     corrected, truncated and wrong span at all? A miss is printed as a miss."""
+    from tamperbench.quote.controls import EXPECTED
     from tamperbench.safeio.markdown import markdown_table
 
+    order = list(EXPECTED)
     out = []
     for preset, rows in controls.items():
         body = [[name, f"{r['expected']} / {r['expected_paper']}", f"{r['n']:,}", f"{r['hits']:,} of {r['n']:,}",
                  f"{r['hits_paper']:,} of {r['n']:,}",
                  ", ".join(f"{k} {v:,}" for k, v in sorted(r["ours"].items()) if k != r["expected"]) or "none"]
-                for name, r in sorted(rows.items(), key=lambda kv: _CONTROL_ORDER.index(kv[0])
-                                      if kv[0] in _CONTROL_ORDER else len(_CONTROL_ORDER))]
+                for name, r in sorted(rows.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))]
         out += [markdown_table(["Answerer", "Its class (ours / paper)", "Answers", "In its class (ours)",
                                 "In its class (paper)", "Elsewhere (ours)"], body,
                                f"Scorer controls: preset `{preset}` answered by reference answerers"), "",

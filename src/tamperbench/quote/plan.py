@@ -7,6 +7,7 @@ same command; stored trials are skipped, and a generation call is committed whol
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from tamperbench.estimate import Plan, open_read_only
@@ -51,8 +52,6 @@ def trial_seed(spec: QuoteRunSpec, trial: Trial) -> int:
     """The seed a sampled trial's answer is drawn with under ``sample_seed="trial"``: a hash of the run's seed
     and the trial's item, arm and repeat (not the model: two models answer one trial from the same uniform draws,
     which narrows a comparison between them). 62 bits: torch's generator takes any non-negative 64-bit seed."""
-    import hashlib
-
     text = f"quote-sample\0{spec.seed}\0{trial.item.id}\0{trial.arm}\0{trial.repeat}"
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 2
 
