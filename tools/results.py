@@ -14,8 +14,9 @@ Two sizes (``--size``):
   known-positive anchor's ``test`` preset with its ``--check`` (choice read-out, 3 items): about 15-20 minutes.
 
 Every step is the CLI command a user would type, run in-process through the typer app (as ``tamperbench
-demo`` does), into ``runs/results/`` (git-ignored). Each run directory is resumed; a step whose directories are
-as it last left them is skipped (``runs/results/SIZE/steps.json``), and a run another process is still writing
+demo`` does), into ``runs/results/`` (committed: a clone resumes them). Each run directory is resumed; a step
+whose files hold what they held when it last finished (size and sha256, in ``runs/results/SIZE/steps.json``,
+committed beside the runs) is skipped, in a clone too, and a run another process is still writing
 is left to it and shown in progress with its count. A run directory that holds an older spec is refused in one
 line. Every number on the page is computed by the suites' own code (``results_collect.py``) from copies of the
 run databases taken at page time, and saved beside the page as ``docs/results/results.json``;
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import importlib.util
 import json
 import os
@@ -179,31 +181,50 @@ def log_name(argv: list[str]) -> str:
     return Path(outs[-1]).name
 
 
-def fingerprint(argv: list[str]) -> list:
-    """Size and modification time of every database and score file under the step's directories."""
+def fingerprint(argv: list[str], root: Path) -> list:
+    """Size and sha256 of every database and score file under the step's directories, each named relative to
+    ``root``: content, not modification times, so a clone of the committed runs (git writes every file anew)
+    finds its steps done where the files are the ones the state names."""
     out = []
     for d in _outputs(argv):
         for f in sorted(Path(d).rglob("*")) if Path(d).is_dir() else []:
             if f.name.startswith(("records.duckdb", "owmi_score.", "known_positive_check.")) and f.is_file():
-                st = f.stat()
-                out.append([str(f), st.st_size, st.st_mtime_ns])
+                with f.open("rb") as fh:
+                    digest = hashlib.file_digest(fh, "sha256").hexdigest()
+                out.append([_relative(str(f), root), f.stat().st_size, digest])
     return out
 
 
-def execute(p: Plan, state_file: Path) -> list[str]:
+def _relative(path: str, root: Path) -> str:
+    """``path`` relative to ``root`` where it lies under it (the state file must hold in another checkout)."""
+    if os.sep not in path:  # an option or a model name, never a run directory
+        return path
+    full = Path(path).resolve()
+    return os.path.relpath(full, root) if full.is_relative_to(root) else path
+
+
+def step_key(argv: list[str], root: Path) -> str:
+    """A step as the state file names it: its command with the run directories relative to ``root``."""
+    return " ".join(_relative(a, root) for a in argv)
+
+
+def execute(p: Plan, state_file: Path, root: Path | None = None) -> list[str]:
     """Run every step through the typer app; each resumes what its run directory already holds. A step whose
     directories are unchanged since the last pass finished it is skipped; a run another process is writing
-    is left to that process (the page shows it as in progress). Returns what was skipped and why."""
+    is left to that process (the page shows it as in progress). ``root`` (default: the state file's folder's
+    parent, the runs folder) is what paths in the state are relative to. Returns what was skipped and why."""
     from rich.console import Console
     from rich.rule import Rule
 
     from tamperbench.cli import app
 
     collect = _collect_module()
+    root = (root or state_file.parent.parent).resolve()
     done = json.loads(state_file.read_text()) if state_file.is_file() else {}
     console, skipped = Console(), []
     for argv in p.steps:
         step = " ".join(argv)
+        key = step_key(argv, root)
         busy = [d for d in _outputs(argv) if collect.writer_holds(Path(d))]
         if busy:
             skipped.append(f"`tamperbench {step}`: skipped, {', '.join(busy)} is being written by another process")
@@ -213,16 +234,16 @@ def execute(p: Plan, state_file: Path) -> list[str]:
         if missing:
             skipped.append(f"`tamperbench {step}`: skipped, {', '.join(missing)} not run yet")
             continue
-        if done.get(step) == fingerprint(argv) and done.get(step):
+        if done.get(key) == fingerprint(argv, root) and done.get(key):
             continue  # unchanged since this step last finished
         console.print(Rule(f"tamperbench {step}"))
         app(argv, standalone_mode=False)
-        done[step] = fingerprint(argv)
+        done[key] = fingerprint(argv, root)
         state_file.parent.mkdir(parents=True, exist_ok=True)
         state_file.write_text(json.dumps(done, indent=1))
     for argv in p.steps:  # a later step (judge evidence) may have written into an earlier step's run
-        if " ".join(argv) in done:
-            done[" ".join(argv)] = fingerprint(argv)
+        if step_key(argv, root) in done:
+            done[step_key(argv, root)] = fingerprint(argv, root)
     if done:
         state_file.write_text(json.dumps(done, indent=1))
     return skipped

@@ -193,22 +193,32 @@ def _distinct(sessions: list[dict], field: str) -> str:
 
 def settings_section(data: dict) -> list[str]:
     """Per run, the processes that wrote it as its ``sessions`` table records them: torch threads change the bits
-    (docs/reproducing.md), so a rerun meant to match bit for bit needs the same count."""
+    (docs/reproducing.md), so a rerun meant to match bit for bit needs the same count. The threads, variables and
+    commits shown are those of the processes that stored records; one that resumed finished work stored none and
+    is counted apart (so is one killed before its first batch)."""
     rows = []
     for e in data.get("scale") or []:
         name = Path(e["run"]).name
         name = f"{Path(e['run']).parent.name}/{name}" if name.startswith("run-") else name
-        ss = e.get("settings") or []
-        if not ss:
-            rows.append([name, "0", "not recorded: written before runs recorded their sessions", "", ""])
+        ss, pr = e.get("settings") or [], e.get("processes")
+        if not ss or not pr:
+            rows.append([name, "0", "", "not recorded: written before runs recorded their sessions", "", ""])
             continue
-        rows.append([name, str(len(ss)), *(_distinct(ss, k) for k in ("torch_threads", "omp", "commit"))])
+        idle = pr["recorded"] - pr["storing"]
+        procs = f"{pr['recorded']}" + (f" ({idle} stored no record)" if idle else "")
+        stored = f"{pr['stored']:,}" + (f"; {pr['before']:,} before runs recorded their sessions" if pr["before"] else "")
+        storing = [s for s in ss if s.get("stored")]
+        rows.append([name, procs, stored, *((_distinct(storing, k) for k in ("torch_threads", "omp", "commit"))
+                                            if storing else ("none stored a record", "", ""))])
     return ["### Settings per process", "",
             "Each process that opens a run records what it computed with in the run's `sessions` table "
             "(`tamperbench.runs.session`): torch's thread count, the thread variables, the commit. Under another "
             "thread count a CPU sums in another order, and a sampled answer can part ways where it meets a near tie "
-            "([Reproducing](reproducing.md)): rerun with the count shown to match a run bit for bit.", "",
-            markdown_table(["Run", "Processes recorded", "Torch threads", "OMP_NUM_THREADS", "Commit"], rows), ""]
+            "([Reproducing](reproducing.md)): rerun with the count shown to match a run bit for bit. A record "
+            "belongs to the process that last opened the run before it was stored (its `created_at`); the thread "
+            "columns are those of the processes that stored records.", "",
+            markdown_table(["Run", "Processes recorded", "Records they stored", "Torch threads", "OMP_NUM_THREADS",
+                            "Commit"], rows), ""]
 
 
 def _after_peak(m: dict) -> str:

@@ -39,16 +39,54 @@ def _ts(s: str) -> float:
     return dt.datetime.fromisoformat(s).timestamp()
 
 
-def record_sessions(store, since: float | None = None) -> dict | None:
-    """Records, decoded tokens and sessions of one run (a copy), from its stored records; with ``since`` (when
-    the last process started) also the tokens that process stored and its rate from its start."""
+def _points(store) -> list[tuple[float, int | None]]:
+    """(created_at, decoded tokens) of every stored record, oldest first."""
     points: list[tuple[float, int | None]] = []
     for table, sql in TABLES.items():
         if store.has_table(table):
             points += [(_ts(c), t) for c, t in store.con.execute(sql).fetchall()]
+    return sorted(points)
+
+
+def _when(value) -> float | None:
+    try:
+        return _ts(value) if isinstance(value, str) else None
+    except ValueError:  # a hand-edited row: it names no time
+        return None
+
+
+def stored_by(sessions: list[dict], points: list[tuple[float, int | None]]) -> tuple[dict[str, int], int]:
+    """Per recorded process (a ``session`` id: one row per model it opened the run for), the records stored
+    from when it first opened the run to when the next process did; and the records stored before the first
+    one (written before runs recorded their sessions). One process writes a run at a time (its lock), so the
+    stretches do not overlap; a process that resumed a finished run stored none."""
+    first: dict[str, float] = {}
+    for s in sessions:
+        t, sid = _when(s.get("recorded_at")), str(s.get("session"))
+        if t is not None and (sid not in first or t < first[sid]):
+            first[sid] = t
+    starts = sorted((t, sid) for sid, t in first.items())
+    counts = {sid: 0 for sid in first}
+    before = 0
+    for t, _ in points:
+        owner = None
+        for start, sid in starts:
+            if start > t:
+                break
+            owner = sid
+        if owner is None:
+            before += 1
+        else:
+            counts[owner] += 1
+    return counts, before
+
+
+def record_sessions(store, since: float | None = None) -> dict | None:
+    """Records, decoded tokens and sessions of one run (a copy), from its stored records; with ``since`` (when
+    the last process started) also the tokens that process stored and its rate from its start."""
+    points = _points(store)
     if not points:
         return None
-    points.sort()
     sessions = [[points[0]]]
     for p in points[1:]:
         if p[0] - sessions[-1][-1][0] > SESSION_GAP_S:
@@ -159,7 +197,7 @@ def evidence(run: str, copy: Path | None, logs: Path | None) -> dict:
     from tamperbench.store.sessions import read_sessions
 
     out: dict = {"run": run, "records": None, "time": None, "rss": None, "kills": None, "session_gap_s": SESSION_GAP_S,
-                 "settings": []}
+                 "settings": [], "processes": None}
     if logs is not None:
         name = Path(run).name if not Path(run).name.startswith("run-") else Path(run).parent.name  # a check's run
         out["time"] = time_log(logs / f"{name}.time") or time_log(logs / f"{name}.err")
@@ -170,7 +208,13 @@ def evidence(run: str, copy: Path | None, logs: Path | None) -> dict:
     if copy is not None and (copy / "records.duckdb").is_file():
         with RunStore.open_existing(copy, read_only=True) as store:
             out["records"] = record_sessions(store, since)
-            out["settings"] = [settings(s) for s in read_sessions(store)]
+            sessions = read_sessions(store)
+            counts, out["stored_before_sessions"] = stored_by(sessions, _points(store))
+            out["settings"] = [{**settings(s), "process": str(s.get("session")),
+                                "stored": counts.get(str(s.get("session")), 0)} for s in sessions]
+            out["processes"] = {"recorded": len({s["process"] for s in out["settings"]}),
+                                "storing": sum(1 for n in counts.values() if n), "stored": sum(counts.values()),
+                                "before": out["stored_before_sessions"]}
     r, t = out["records"] or {}, out["time"] or {}
     if r.get("last_process"):
         out["rate"] = {"tokens_per_s": r["last_process"]["tokens_per_s"], "basis": "last process, from its start "

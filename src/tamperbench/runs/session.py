@@ -46,7 +46,8 @@ def _checkout() -> tuple[str | None, bool | None]:
                        capture_output=True, timeout=5, check=True)
         head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", "."],
+        dirty = subprocess.run(["git", "-C", str(here.parent), "status", "--porcelain", "--untracked-files=no", "--",
+                                "."],  # the whole package: an edit anywhere in it changes what a run computes
                                capture_output=True, text=True, timeout=5, check=True).stdout.strip() != ""
     except (OSError, subprocess.SubprocessError):
         return None, None

@@ -38,6 +38,18 @@ def test_a_copy_inside_another_repository_names_no_commit(tmp_path):
     _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "vendored")
     module._checkout.cache_clear()
     assert module._checkout() == (_git(repo, "rev-parse", "HEAD"), False)
+    init = repo / "venv" / "tamperbench" / "__init__.py"  # another module of the package: an edit there is dirty
+    init.write_text("")
+    _git(repo, "add", "-f", str(init))
+    _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "package")
+    init.write_text("CHANGED = True\n")
+    module._checkout.cache_clear()
+    assert module._checkout() == (_git(repo, "rev-parse", "HEAD"), True)
+    (repo / "notes.txt").write_text("outside the package")  # outside it: not this package's state
+    _git(repo, "add", "notes.txt")
+    init.write_text("")
+    module._checkout.cache_clear()
+    assert module._checkout() == (_git(repo, "rev-parse", "HEAD"), False)
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="not a git checkout")

@@ -357,6 +357,28 @@ def test_a_rerun_skips_steps_whose_runs_are_unchanged_and_leaves_a_run_being_wri
     assert skipped == [f"`tamperbench judge evidence {run}`: skipped, {run} is being written by another process"]
 
 
+def test_a_clone_of_the_runs_and_their_state_skips_the_finished_steps(tmp_path, capsys):
+    """The state names files by content and paths relative to the runs folder: a copy of the folder elsewhere,
+    its files rewritten (new modification times, as git writes them), skips what it holds; a changed byte
+    runs the step again."""
+    import shutil
+
+    results = _tool("results")
+    here, there = tmp_path / "here" / "runs", tmp_path / "there" / "runs"
+    run = write_synthetic_run(here / "sleight-a", questions=2, words=2, model="a")
+    assert results.execute(results.Plan("paper", steps=[["judge", "evidence", str(run)]]), here / "paper" / "steps.json") == []
+    assert "evidence: 4 new rows" in capsys.readouterr().out
+    shutil.copytree(here, there, copy_function=shutil.copy)  # copy: content only, fresh modification times
+    state = json.loads((there / "paper" / "steps.json").read_text())
+    assert list(state) == ["judge evidence sleight-a"] and state["judge evidence sleight-a"][0][0] == "sleight-a/records.duckdb"
+    clone = results.Plan("paper", steps=[["judge", "evidence", str(there / "sleight-a")]])
+    assert results.execute(clone, there / "paper" / "steps.json") == [] and "evidence:" not in capsys.readouterr().out
+    with duckdb.connect(str(there / "sleight-a" / DB_FILE)) as con:
+        con.execute("DELETE FROM judge_evidence")
+    results.execute(clone, there / "paper" / "steps.json")
+    assert "evidence: 4 new rows" in capsys.readouterr().out
+
+
 def test_the_pages_owmi_standard_preset_is_the_quick_preset_on_every_built_in_item():
     from tamperbench.owmi.run.spec import load_items
     from tamperbench.owmi.run.spec import PRESETS
@@ -410,26 +432,33 @@ def test_memory_is_read_per_process_from_its_peak(tmp_path):
 
 
 def test_the_settings_table_reads_each_runs_sessions_and_says_when_none_were_recorded(tmp_path):
-    """A run written through the store with two sessions (one and two threads) and a run without a sessions
-    table (made before they were recorded): the page lists both threads for the first and says "not recorded"
-    for the second, never a thread count it did not read."""
+    """Run a: two processes (one and two threads); the first stored every record, the second opened the run
+    after them (a resume of finished work) and is counted apart, its thread count not shown as the run's. Run c:
+    its one recorded process opened it after every record was stored, and a hand-edited row names no time.
+    Run b has no sessions table (made before they were recorded): "not recorded", never a thread count."""
     from tamperbench.store import RunStore
     from tamperbench.store.sessions import put_session
 
     scale, compare = _tool("results_scale"), _tool("results_page_compare")
-    a, b = tmp_path / "a", tmp_path / "b"
-    write_synthetic_run(a, questions=1, words=1)
-    write_synthetic_run(b, questions=1, words=1)
-    base = {"session": "s1", "started_at": "2026-12-06T00:00:00+00:00", "provenance_id": "p", "env": {}}
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for r in (a, b, c):
+        write_synthetic_run(r, questions=1, words=1)  # records stored now
+    base = {"session": "s1", "started_at": "2000-01-01T00:00:00+00:00", "provenance_id": "p", "env": {}}
     with RunStore.open_existing(a) as store:
-        put_session(store, {**base, "recorded_at": "2026-12-06T00:00:01+00:00", "torch_threads": 1,
+        put_session(store, {**base, "recorded_at": "2000-01-01T00:00:01+00:00", "torch_threads": 1,
                            "env": {"OMP_NUM_THREADS": "1"}, "tamperbench_commit": "a" * 40, "tamperbench_dirty": False})
-        put_session(store, {**base, "session": "s2", "recorded_at": "2026-12-06T01:00:00+00:00", "torch_threads": 2,
+        put_session(store, {**base, "session": "s2", "recorded_at": "2999-01-01T01:00:00+00:00", "torch_threads": 2,
                            "env": {"OMP_NUM_THREADS": "2"}, "tamperbench_commit": "b" * 40, "tamperbench_dirty": True})
-    data = {"scale": [scale.evidence(str(r), r, None) for r in (a, b)]}
-    assert [s["torch_threads"] for s in data["scale"][0]["settings"]] == [1, 2]
+    with RunStore.open_existing(c) as store:
+        put_session(store, {**base, "recorded_at": "2999-01-01T00:00:00+00:00", "torch_threads": 2})
+        put_session(store, {**base, "session": "s3", "recorded_at": "yesterday", "torch_threads": 7})
+    data = {"scale": [scale.evidence(str(r), r, None) for r in (a, b, c)]}
+    n = data["scale"][0]["records"]["records"]
+    assert n > 0 and [s["torch_threads"] for s in data["scale"][0]["settings"]] == [1, 2]
+    assert [s["stored"] for s in data["scale"][0]["settings"]] == [n, 0]
+    assert data["scale"][2]["processes"] == {"recorded": 2, "storing": 0, "stored": 0, "before": n}
     text = "\n".join(compare.settings_section(data))
-    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| a ") or
-            line.startswith("| b ")}
-    assert rows["a"] == f"| a | 2 | 1, 2 | 1, 2 | {'a' * 12}, {'b' * 12}+dirty |"
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line[:4] in ("| a ", "| b ", "| c ")}
+    assert rows["a"] == f"| a | 2 (1 stored no record) | {n:,} | 1 | 1 | {'a' * 12} |"
     assert "not recorded" in rows["b"] and "| 0 |" in rows["b"]
+    assert rows["c"] == f"| c | 2 (2 stored no record) | 0; {n:,} before runs recorded their sessions | none stored a record |  |  |"
