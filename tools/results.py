@@ -90,8 +90,11 @@ def _cli_options(*path: str) -> set[str]:
     return {o for p in cmd.params for o in getattr(p, "opts", [])}
 
 
-def installable_models() -> tuple[list[str], list[str]]:
-    """The models this tamperbench can install and load, and a note for each one it cannot."""
+def installable_models(root: Path | None = None) -> tuple[list[str], list[str]]:
+    """The models this tamperbench can install and load, and a note for each one it cannot. A model not
+    installed here whose runs are stored under ``root`` stays in the plan: its finished steps are skipped by
+    the step state and the page shows its runs; a step that would need it is skipped with the install command
+    (``execute``)."""
     models, notes = ["embedded"], []
     try:
         from tamperbench.models.installable import MODELS, installed  # type: ignore[import-not-found]
@@ -102,6 +105,10 @@ def installable_models() -> tuple[list[str], list[str]]:
             continue
         if installed(model):
             models.append(name)
+        elif root is not None and any(root.glob(f"*-{name}")):
+            models.append(name)
+            notes.append(f"{name}: not installed here; its stored runs are shown, and a step that would need the "
+                         f"model is skipped (`tamperbench models install {name}`).")
         else:
             notes.append(f"{name}: not installed here (`tamperbench models install {name}`); left out.")
     return models, notes
@@ -208,7 +215,16 @@ def step_key(argv: list[str], root: Path) -> str:
     return " ".join(_relative(a, root) for a in argv)
 
 
-def execute(p: Plan, state_file: Path, root: Path | None = None) -> list[str]:
+def _absent_model(argv: list[str], installed_names: set[str] | None) -> str | None:
+    """The model a step loads, where this machine has not installed it (``None``: every model counts as
+    installed)."""
+    if installed_names is None or "--model" not in argv:
+        return None
+    name = argv[argv.index("--model") + 1]
+    return None if name in installed_names else name
+
+
+def execute(p: Plan, state_file: Path, root: Path | None = None, installed_names: set[str] | None = None) -> list[str]:
     """Run every step through the typer app; each resumes what its run directory already holds. A step whose
     directories are unchanged since the last pass finished it is skipped; a run another process is writing
     is left to that process (the page shows it as in progress). ``root`` (default: the state file's folder's
@@ -236,6 +252,11 @@ def execute(p: Plan, state_file: Path, root: Path | None = None) -> list[str]:
             continue
         if done.get(key) == fingerprint(argv, root) and done.get(key):
             continue  # unchanged since this step last finished
+        absent = _absent_model(argv, installed_names)
+        if absent:
+            skipped.append(f"`tamperbench {step}`: skipped, {absent} is not installed here "
+                           f"(`tamperbench models install {absent}`)")
+            continue
         console.print(Rule(f"tamperbench {step}"))
         app(argv, standalone_mode=False)
         done[key] = fingerprint(argv, root)
@@ -323,9 +344,13 @@ def main(argv: list[str] | None = None) -> int:
                          "RUN.rss, RUN.kills.txt): wall, CPU, memory and kill/resume evidence on the page "
                          "(default: RUNS/logs where that folder exists)")
     args = ap.parse_args(argv)
+    for name in ("runs", "docs", "logs"):  # under the working directory: relative, so that what the steps write
+        path = getattr(args, name)  # (score files, tables) names runs/results/... on every checkout
+        if path is not None and path.resolve().is_relative_to(Path.cwd().resolve()):
+            setattr(args, name, path.resolve().relative_to(Path.cwd().resolve()))
     if args.logs is None and (args.runs / "logs").is_dir():
         args.logs = args.runs / "logs"
-    models, notes = installable_models()
+    models, notes = installable_models(args.runs)
     p = plan(args.size, args.runs, models, notes, _cli_options("owmi", "run"), _cli_options("owmi", "known-positive"))
     if args.print_steps:
         for argv in p.steps:
@@ -339,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     skipped: list[str] = []
     try:
         if not args.page_only:
-            skipped = execute(p, args.runs / args.size / "steps.json")
+            skipped = execute(p, args.runs / args.size / "steps.json", installed_names=set(installable_models()[0]))
         command = " ".join(["python tools/results.py", *(sys.argv[1:] if argv is None else argv)])
         data = collect(p, command, args.runs / args.size, args.logs, skipped)
     except UserError as err:  # e.g. a run directory that holds an older spec: one line, exit 2

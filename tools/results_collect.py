@@ -135,8 +135,9 @@ def collect_sleight(runs: list[str], out_dir: Path, tmp: Path | None = None) -> 
                 evidence[r] = evidence_counts(st)
                 ids, more = provenances(st)
                 run_models[r], prov_notes = [{"provenance_id": i} for i in ids], prov_notes + more
-        shown = [st for r, st in zip(started, stores) if status[r]["trials"]]
-        out = render_runs(shown, _quiet(), "default", out_dir) if shown else {"tables": None, "models": []}
+        shown = [(r, st) for r, st in zip(started, stores) if status[r]["trials"]]
+        out = render_runs([st for _, st in shown], _quiet(), "default", out_dir, run_names=[r for r, _ in shown]) \
+            if shown else {"tables": None, "models": []}
     finally:
         for st in stores:
             st.close()

@@ -199,9 +199,11 @@ def _unique_models(per_run: list[tuple[Any, list[dict]]]) -> None:
             seen[key] = st
 
 
-def render_runs(stores, console: Console | None = None, layout: str = "default", out_dir: Path | None = None) -> dict:
+def render_runs(stores, console: Console | None = None, layout: str = "default", out_dir: Path | None = None,
+                run_names: list[str] | None = None) -> dict:
     """Tables 1-3 over one or several runs (one row per model; Table 2's pooled row sums counts over
-    every model of every run, as the reference's table script pools its models), saved in ``out_dir``."""
+    every model of every run, as the reference's table script pools its models), saved in ``out_dir``.
+    ``run_names``: what the saved tables call the runs, where ``stores`` are copies of them."""
     if layout not in LAYOUTS:
         raise UserError(f"--layout: '{layout}' is not one of {', '.join(LAYOUTS)}")
     if not stores:
@@ -244,7 +246,7 @@ def render_runs(stores, console: Console | None = None, layout: str = "default",
         console.print("[yellow]no trials stored in this run yet[/yellow]")
     judge = judges[next(iter(judges))] if len(stores) == 1 else judges
     out = {"spec": {k: spec.get(k) for k in ("model", "preset", "triggers", "max_new_tokens", "window", "topk")},
-           "runs": [str(st.run_dir) for st in stores],
+           "runs": list(run_names) if run_names is not None else [str(st.run_dir) for st in stores],
            "layout": layout, "delta_rule": "reference", "delta_rules": RULE_TEXT, "judge": judge, "notes": lines,
            "models": summ,
            "tables": {k: {"columns": h, "rows": r} for k, (h, r) in built.items()},

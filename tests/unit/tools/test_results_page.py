@@ -462,3 +462,26 @@ def test_the_settings_table_reads_each_runs_sessions_and_says_when_none_were_rec
     assert rows["a"] == f"| a | 2 (1 stored no record) | {n:,} | 1 | 1 | {'a' * 12} |"
     assert "not recorded" in rows["b"] and "| 0 |" in rows["b"]
     assert rows["c"] == f"| c | 2 (2 stored no record) | 0; {n:,} before runs recorded their sessions | none stored a record |  |  |"
+
+
+def test_a_model_not_installed_here_keeps_its_stored_runs_on_the_page_and_skips_only_steps_that_need_it(
+        tmp_path, capsys, monkeypatch):
+    """A clone on a machine without Gemma 3: its committed runs stay in the plan (the page would otherwise drop
+    them), a finished step is skipped by the state as usual, an unfinished one that would load the model is
+    skipped with the install command instead of failing; a step that loads no model still runs."""
+    import tamperbench.models.installable as installable
+
+    results = _tool("results")
+    monkeypatch.setattr(installable, "installed", lambda model: False)
+    names = [n for n in installable.MODELS if n != "embedded"]
+    assert names and results.installable_models(tmp_path)[0] == ["embedded"]  # nothing stored: left out
+    (tmp_path / f"sleight-paper-{names[0]}").mkdir()
+    models, notes = results.installable_models(tmp_path)
+    assert models == ["embedded", names[0]] and any("its stored runs are shown" in n for n in notes)
+    run = str(write_synthetic_run(tmp_path / f"sleight-paper-{names[0]}", questions=1, words=1, model="a"))
+    steps = [["sleight", "run", "--model", names[0], "--preset", "paper", "--out", run], ["judge", "evidence", run]]
+    skipped = results.execute(results.Plan("paper", steps=steps), tmp_path / "paper" / "steps.json",
+                              installed_names={"embedded"})
+    assert skipped == [f"`tamperbench {' '.join(steps[0])}`: skipped, {names[0]} is not installed here "
+                       f"(`tamperbench models install {names[0]}`)"]
+    assert "evidence: 1 new rows" in capsys.readouterr().out

@@ -100,11 +100,11 @@ def run_check(out: Path, *, base: str, anchor: dict, readouts: tuple[str, ...], 
             err.print(f"read-out {readout} skipped: {why}", markup=False)
     if not specs:
         raise UserError(f"--readout: none of {', '.join(readouts)} can run in this build")
-    run_dirs, times = [], {}
+    run_dirs, times, written = [], {}, {}
     for readout, rspec in specs:
         run_dir = Path(out) / f"run-{readout}"
         rep = run(rspec, run_dir, console=err)
-        times[readout] = round(rep.seconds, 1)
+        times[readout], written[readout] = round(rep.seconds, 1), rep.written
         err.print(f"{readout}: {rep.written} records written, {rep.skipped_units} of {rep.units} units stored, "
                   f"{rep.seconds:.1f}s -> {run_dir}")
         run_dirs.append(run_dir)
@@ -135,7 +135,9 @@ def run_check(out: Path, *, base: str, anchor: dict, readouts: tuple[str, ...], 
                "rows": rows, "readouts": {k: {"passes": d["passes"], "why": d["why"]} for k, d in v.items()},
                "runs": [str(d) for d in run_dirs], "layer": layer, "directions": list(directions),
                "trained_directions": [min(trained), max(trained)], "items": len(items), "seeds": list(CHECK_SEEDS),
-               "item_texts_in_training_pool": shared, "seconds": times}
+               "item_texts_in_training_pool": shared,
+               # this process's: a check resumed after its runs finished writes 0 records in a second or two
+               "seconds": times, "records_written": written}
     atomic_write(Path(out) / "known_positive_check.json", json.dumps(summary, indent=1))
     atomic_write(Path(out) / "known_positive_check.md", "\n".join(lines) + "\n")
     return summary
