@@ -33,6 +33,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -311,6 +312,17 @@ def collect(p: Plan, command: str, work: Path, logs: Path | None = None, skipped
     return data
 
 
+def repo_paths(text: str, runs: Path | None) -> str:
+    """Paths as in the repository (runs/results/...): this checkout's prefix removed, and the prefix of another
+    checkout where a stored record holds one (an adapter's model source names the folder that trained it)."""
+    for base in {f"{ROOT}/", *([f"{runs.resolve().parent.parent}/"] if runs else [])}:
+        text = text.replace(base, "")
+    if runs is not None and runs.resolve().is_relative_to(ROOT):
+        rel = runs.resolve().relative_to(ROOT).as_posix()
+        text = re.sub(r"(?:/[^/\s\"'`:,]+)+/(?=" + re.escape(rel) + "/)", "", text)
+    return text
+
+
 def write_page(data: dict, docs: Path, runs: Path | None = None) -> Path:
     """``docs/results.md``, ``docs/results/results.json`` and the figures, from ``data`` alone."""
     page = _page_module()
@@ -319,8 +331,7 @@ def write_page(data: dict, docs: Path, runs: Path | None = None) -> Path:
     for old in fig_dir.glob("*.svg"):  # figures of an earlier page (a forest plot for a model no longer run)
         old.unlink()
     text = json.dumps(data, indent=1, sort_keys=True, default=str)
-    for base in {f"{ROOT}/", *([f"{runs.resolve().parent.parent}/"] if runs else [])}:
-        text = text.replace(base, "")  # paths as in the repository: runs/results/...
+    text = repo_paths(text, runs)
     (fig_dir / "results.json").write_text(text + "\n")
     data = json.loads(text)
     figures = page.figures(data, fig_dir)

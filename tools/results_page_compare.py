@@ -13,9 +13,33 @@ from tamperbench.safeio.markdown import markdown_table
 NO_JUDGE = "no real judge model can run on this machine"
 
 
-def ours(data: dict) -> str:
+def ours(data: dict, runs: list[str] | None = None) -> str:
+    """Where one of our rows comes from: when its runs' records were stored (first to last ``created_at``, from the
+    scale evidence; each process's commit is in the settings table), and the commit that built the page. A row
+    whose runs hold no records says the page's date."""
     m = data["machine"]
-    return f"tamperbench, measured, {m['date']}, commit {m['commit'][:10]}"
+    spans = [(e["records"].get("first"), e["records"].get("last")) for e in data.get("scale") or []
+             if e.get("records") and any(_within(e["run"], r) for r in runs or [])]
+    spans = [(a, b) for a, b in spans if a and b]
+    if not spans:
+        return f"tamperbench, measured, {m['date']}, commit {m['commit'][:10]}"
+    first, last = min(a for a, _ in spans)[:16], max(b for _, b in spans)[:16]
+    when = first if first == last else f"{first} to {last[11:] if first[:10] == last[:10] else last}"
+    return f"tamperbench, measured {when} UTC (its stored records), page built at commit {m['commit'][:10]}"
+
+
+def _within(run: str, top: str) -> bool:
+    """``run`` is ``top`` or a run inside it (the known positive's check runs)."""
+    a, b = Path(run).parts, Path(top).parts
+    return a[: len(b)] == b
+
+
+def _runs_named(data: dict, prefix: str, model: str | None = None) -> list[str]:
+    """The runs of the scale evidence whose directory starts with ``prefix`` (and ends with ``-model``)."""
+    names = [e["run"] for e in data.get("scale") or []]
+    return [r for r in names if Path(r).name.startswith(prefix) or Path(r).parent.name.startswith(prefix)
+            if model is None or (Path(r).name if Path(r).name.startswith(prefix) else Path(r).parent.name)
+            .endswith("-" + model)]
 
 
 def _pct(k: int | None, rate: float | None, d: int = 1) -> str:
@@ -46,7 +70,8 @@ def sleight_compare(data: dict) -> list[str]:
         ev = (s or {}).get("evidence", {}).get(run)
         label = m["model"] + (f" (provenance {m['provenance_id']}: {m['trials']:,} trials)" if names.count(m["model"]) > 1
                               else "")
-        rows.append([label, ours(data), trials_cell(st) if st["state"] != "complete" else f"{st['trials']:,}",
+        rows.append([label, ours(data, [run] if run else []),
+                     trials_cell(st) if st["state"] != "complete" else f"{st['trials']:,}",
                      *[f"— ({NO_JUDGE})" if i == 0 else "—" for i in range(6)], row[7], row[8],
                      _pct(ev["flagged"], ev["flagged_rate"]) if ev else "", _pct(ev["aware"], ev["aware_rate"]) if ev
                      else ""])
@@ -73,10 +98,11 @@ def quote_compare(data: dict) -> list[str]:
                  *[pooled[c] for c in classes[1:]]])
     for model, pm in sorted(((q or {}).get("per_model_paper") or {}).items()):
         p = pm["pooled"] or {}
-        rows.append([model, ours(data), f"{pm['n']:,}", _pct(p.get("faithful"), p.get("faithful_rate")),
+        rows.append([model, ours(data, _runs_named(data, "quote-", model.split()[0])), f"{pm['n']:,}",
+                     _pct(p.get("faithful"), p.get("faithful_rate")),
                      *[str(pm["counts"].get(c, 0)) for c in classes[1:]]])
     arms = [[arm, "paper, its models", "", rate] for arm, rate in papers["QUOTE_ARMS"].items()]
-    arms += [[r["arm"], ours(data), f"{r['n']:,}", _pct(r["faithful"], r["faithful_rate"])]
+    arms += [[r["arm"], ours(data, _runs_named(data, "quote-")), f"{r['n']:,}", _pct(r["faithful"], r["faithful_rate"])]
              for r in ((q or {}).get("summary") or {}).get("pooled_by_arm", [])]
     return ["### Beside the paper: faithful rates and failure classes", "", papers["INSTRUMENTS"], "",
             f"Paper rows: {papers['QUOTE_CITE']} (the per-model class counts are not in its text; its rates are over "
@@ -100,7 +126,8 @@ def owmi_compare(data: dict) -> list[str]:
     rows = [["pooled dose battery", "paper, its models", pp["pairs"], pp["dprime"], pp["auroc"], pp["equivalence"]]]
     for p in o.get("pooled") or []:
         eq = "; ".join(f"below {100 * e['bound']:.3f} pp at alpha {e['alpha']:g}" for e in p["equivalence"] or [])
-        rows.append([p["pool"], ours(data), str(p["pairs"]),
+        runs = _runs_named(data, "owmi-", str(p["pool"]).split()[0]) or _runs_named(data, "owmi-")  # "all models"
+        rows.append([p["pool"], ours(data, runs), str(p["pairs"]),
                      "n/a" if p["dprime"] is None else f"{p['dprime']:.3f}{ci(p['dprime_ci'])}",
                      "n/a" if p["auroc"] is None else f"{p['auroc']:.3f}{ci(p['auroc_ci'])}",
                      eq or _no_bound(p)])
@@ -110,7 +137,8 @@ def owmi_compare(data: dict) -> list[str]:
               kp["false_alarms"], kp["dprime"], kp["auroc"]]]
     for check in o.get("positive_check") or []:
         for r in check["rows"]:
-            krows.append([f"{r['role']}: {r['model']} ({r['readout']})", ours(data), str(r["pairs"]),
+            krows.append([f"{r['role']}: {r['model']} ({r['readout']})", ours(data, _runs_named(data, "owmi-known-positive")),
+                          str(r["pairs"]),
                           f"{r['hits']}/{r['pairs']}", f"{r['false_alarms']}/{r['pairs']}",
                           "n/a" if r["dprime"] is None else f"{r['dprime']:.2f}{ci(r['dprime_ci'])}",
                           "n/a" if r["auroc"] is None else f"{r['auroc']:.3f}{ci(r['auroc_ci'])}"])

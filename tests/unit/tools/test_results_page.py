@@ -485,3 +485,37 @@ def test_a_model_not_installed_here_keeps_its_stored_runs_on_the_page_and_skips_
     assert skipped == [f"`tamperbench {' '.join(steps[0])}`: skipped, {names[0]} is not installed here "
                        f"(`tamperbench models install {names[0]}`)"]
     assert "evidence: 1 new rows" in capsys.readouterr().out
+
+
+def test_our_rows_name_when_their_runs_were_measured_not_when_the_page_was_built():
+    """A row's source names the span of its runs' stored records; the page's build commit is named as such. A
+    row whose runs hold no record falls back to the page's date."""
+    compare = _tool("results_page_compare")
+    data = {"machine": MACHINE, "scale": [
+        {"run": "runs/results/quote-standard-paper-r3-embedded",
+         "records": {"first": "2026-12-06 19:37:31 UTC", "last": "2026-12-06 19:39:31 UTC"}},
+        {"run": "runs/results/quote-standard-paper-r3-gemma3-270m",
+         "records": {"first": "2026-12-06 19:41:33 UTC", "last": "2026-12-07 00:01:02 UTC"}},
+        {"run": "runs/results/owmi-known-positive-full-embedded/run-choice",
+         "records": {"first": "2026-12-06 11:43:19 UTC", "last": "2026-12-06 12:32:19 UTC"}},
+        {"run": "runs/results/owmi-standard-choice-embedded", "records": None}]}
+    page = f"page built at commit {'c' * 10}"
+    assert compare.ours(data, compare._runs_named(data, "quote-", "embedded")) == \
+        f"tamperbench, measured 2026-12-06 19:37 to 19:39 UTC (its stored records), {page}"
+    assert compare.ours(data, compare._runs_named(data, "quote-")) == \
+        f"tamperbench, measured 2026-12-06 19:37 to 2026-12-07 00:01 UTC (its stored records), {page}"
+    assert compare.ours(data, compare._runs_named(data, "owmi-known-positive")) == \
+        f"tamperbench, measured 2026-12-06 11:43 to 12:32 UTC (its stored records), {page}"
+    assert compare.ours(data, compare._runs_named(data, "owmi-standard")) == compare.ours(data) == \
+        f"tamperbench, measured, {MACHINE['date']}, commit {'c' * 10}"
+
+
+def test_the_page_names_paths_as_in_the_repository_whatever_checkout_wrote_the_records():
+    """A stored adapter source from another checkout (/elsewhere/runs/results/...) and this checkout's own prefix
+    both read runs/results/... in results.json; a path outside the runs folder is left alone."""
+    results = _tool("results")
+    runs = ROOT / "runs" / "results"
+    text = json.dumps({"a": "embedded+peft:/work/other/checkout/runs/results/kp/adapter", "b": f"{ROOT}/runs/results/x",
+                       "c": "/usr/lib/python3/runs/elsewhere"})
+    assert json.loads(results.repo_paths(text, runs)) == {
+        "a": "embedded+peft:runs/results/kp/adapter", "b": "runs/results/x", "c": "/usr/lib/python3/runs/elsewhere"}
