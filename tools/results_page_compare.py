@@ -36,10 +36,13 @@ def _within(run: str, top: str) -> bool:
 
 def _runs_named(data: dict, prefix: str, model: str | None = None) -> list[str]:
     """The runs of the scale evidence whose directory starts with ``prefix`` (and ends with ``-model``)."""
-    names = [e["run"] for e in data.get("scale") or []]
-    return [r for r in names if Path(r).name.startswith(prefix) or Path(r).parent.name.startswith(prefix)
-            if model is None or (Path(r).name if Path(r).name.startswith(prefix) else Path(r).parent.name)
-            .endswith("-" + model)]
+    out = []
+    for e in data.get("scale") or []:
+        run = Path(e["run"])
+        top = run.name if run.name.startswith(prefix) else run.parent.name  # a check's run-choice: its anchor
+        if top.startswith(prefix) and (model is None or top.endswith("-" + model)):
+            out.append(e["run"])
+    return out
 
 
 def _pct(k: int | None, rate: float | None, d: int = 1) -> str:
