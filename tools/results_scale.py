@@ -15,6 +15,7 @@ resumes, shown as written).
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import re
 from pathlib import Path
@@ -66,25 +67,21 @@ def stored_by(sessions: list[dict], points: list[tuple[float, int | None]]) -> t
         if t is not None and (sid not in first or t < first[sid]):
             first[sid] = t
     starts = sorted((t, sid) for sid, t in first.items())
+    times = [t for t, _ in starts]
     counts = {sid: 0 for sid in first}
     before = 0
     for t, _ in points:
-        owner = None
-        for start, sid in starts:
-            if start > t:
-                break
-            owner = sid
-        if owner is None:
+        i = bisect.bisect_right(times, t) - 1  # the last process to open the run at or before t
+        if i < 0:
             before += 1
         else:
-            counts[owner] += 1
+            counts[starts[i][1]] += 1
     return counts, before
 
 
-def record_sessions(store, since: float | None = None) -> dict | None:
-    """Records, decoded tokens and sessions of one run (a copy), from its stored records; with ``since`` (when
-    the last process started) also the tokens that process stored and its rate from its start."""
-    points = _points(store)
+def record_sessions(points: list[tuple[float, int | None]], since: float | None = None) -> dict | None:
+    """Records, decoded tokens and sessions of one run, from its stored records' ``points`` (``_points``); with
+    ``since`` (when the last process started) also the tokens that process stored and its rate from its start."""
     if not points:
         return None
     sessions = [[points[0]]]
@@ -207,9 +204,10 @@ def evidence(run: str, copy: Path | None, logs: Path | None) -> dict:
     since = _ts(out["rss"]["first"][0].replace("Z", "+00:00")) if out["rss"] else None  # the last process's start
     if copy is not None and (copy / "records.duckdb").is_file():
         with RunStore.open_existing(copy, read_only=True) as store:
-            out["records"] = record_sessions(store, since)
+            points = _points(store)
+            out["records"] = record_sessions(points, since)
             sessions = read_sessions(store)
-            counts, out["stored_before_sessions"] = stored_by(sessions, _points(store))
+            counts, out["stored_before_sessions"] = stored_by(sessions, points)
             out["settings"] = [{**settings(s), "process": str(s.get("session")),
                                 "stored": counts.get(str(s.get("session")), 0)} for s in sessions]
             out["processes"] = {"recorded": len({s["process"] for s in out["settings"]}),
